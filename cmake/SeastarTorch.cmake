@@ -1,0 +1,29 @@
+# Locates LibTorch inside the `torch` Python package (torch.utils.cmake_prefix_path) and
+# defines the imported targets seastar::torch (C++ API) and seastar::torch_python.
+# TorchConfig.cmake is deliberately not used: for CUDA builds of torch it insists on
+# finding a matching CUDA toolkit, which would break CPU-only machines.
+execute_process(
+  COMMAND ${Python3_EXECUTABLE} -c
+    "import torch,os;print(os.path.dirname(torch.__file__));print(int(torch._C._GLIBCXX_USE_CXX11_ABI));print(torch.__version__);print(torch.utils.cmake_prefix_path)"
+  OUTPUT_VARIABLE _torch_info OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _torch_rc)
+if(NOT _torch_rc EQUAL 0)
+  message(FATAL_ERROR "Seastar needs the torch Python package: `${Python3_EXECUTABLE} -c 'import torch'` failed")
+endif()
+string(REPLACE "\n" ";" _torch_info "${_torch_info}")
+list(GET _torch_info 0 SEASTAR_TORCH_DIR)
+list(GET _torch_info 1 SEASTAR_TORCH_CXX11_ABI)
+list(GET _torch_info 2 SEASTAR_TORCH_VERSION)
+message(STATUS "Seastar: LibTorch ${SEASTAR_TORCH_VERSION} from ${SEASTAR_TORCH_DIR}")
+
+set(_tlib ${SEASTAR_TORCH_DIR}/lib)
+add_library(seastar_torch_libs INTERFACE)
+target_include_directories(seastar_torch_libs SYSTEM INTERFACE
+  ${SEASTAR_TORCH_DIR}/include ${SEASTAR_TORCH_DIR}/include/torch/csrc/api/include)
+target_compile_definitions(seastar_torch_libs INTERFACE _GLIBCXX_USE_CXX11_ABI=${SEASTAR_TORCH_CXX11_ABI})
+target_link_libraries(seastar_torch_libs INTERFACE ${_tlib}/libtorch.so ${_tlib}/libtorch_cpu.so ${_tlib}/libc10.so)
+add_library(seastar::torch ALIAS seastar_torch_libs)
+
+add_library(seastar_torch_python_libs INTERFACE)
+target_link_libraries(seastar_torch_python_libs INTERFACE seastar_torch_libs ${_tlib}/libtorch_python.so)
+add_library(seastar::torch_python ALIAS seastar_torch_python_libs)
+set(SEASTAR_TORCH_LIB_DIR ${_tlib})

@@ -1,0 +1,127 @@
+/** \file Builds and validates GraphData: counting sorts into CSC and CSR in O(N + E). */
+#include "core/graph/graph.h"
+
+#include <algorithm>
+#include <atomic>
+#include <limits>
+#include <numeric>
+
+#include "core/util/errors.h"
+
+namespace seastar {
+namespace {
+
+std::atomic<uint64_t> next_uid{1};
+
+void check_ids(const std::vector<int64_t>& ids, int64_t limit, const char* what, const char* bound) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= limit)
+      SEASTAR_THROW(ValueError, what, "[", i, "] = ", ids[i], " is out of range: expected 0 <= id < ", bound, " = ",
+                    limit);
+  }
+}
+
+int64_t resolve_count(int64_t given, const std::vector<int64_t>& types, const char* what) {
+  if (given >= 0) return given;
+  if (given != -1) SEASTAR_THROW(ValueError, what, " must be >= 0 (or -1 to infer), got ", given);
+  return types.empty() ? 0 : *std::max_element(types.begin(), types.end()) + 1;
+}
+
+/// Stable counting sort of edge ids by `key` (values in [0, buckets)), applied on top of the
+/// order `in` so that a second sort keeps the first sort's order within equal keys.
+std::vector<int64_t> counting_sort(const std::vector<int64_t>& in, const std::vector<int64_t>& key, int64_t buckets,
+                                   std::vector<int64_t>* ptr_out) {
+  std::vector<int64_t> ptr(buckets + 1, 0);
+  for (int64_t e : in) ++ptr[key[e] + 1];
+  std::partial_sum(ptr.begin(), ptr.end(), ptr.begin());
+  std::vector<int64_t> out(in.size());
+  std::vector<int64_t> cursor(ptr.begin(), ptr.end() - 1);
+  for (int64_t e : in) out[cursor[key[e]]++] = e;
+  if (ptr_out) *ptr_out = std::move(ptr);
+  return out;
+}
+
+void fill_adjacency(Adjacency& adj, const std::vector<int64_t>& centre, const std::vector<int64_t>& other,
+                    const std::vector<int64_t>* edge_type, int64_t num_types, int64_t num_nodes) {
+  std::vector<int64_t> order(centre.size());
+  std::iota(order.begin(), order.end(), 0);
+  // Sorting by type first and then (stably) by centre leaves each centre's edges grouped by
+  // type, so typed kernels reuse one relation's weights across consecutive slots.
+  if (edge_type) order = counting_sort(order, *edge_type, num_types, nullptr);
+  adj.eid = counting_sort(order, centre, num_nodes, &adj.ptr);
+  adj.nbr.resize(adj.eid.size());
+  for (size_t j = 0; j < adj.eid.size(); ++j) adj.nbr[j] = other[adj.eid[j]];
+  adj.degree_order.resize(num_nodes);
+  std::iota(adj.degree_order.begin(), adj.degree_order.end(), 0);
+  std::stable_sort(adj.degree_order.begin(), adj.degree_order.end(),
+                   [&](int64_t a, int64_t b) { return adj.degree(a) > adj.degree(b); });
+}
+
+}  // namespace
+
+std::shared_ptr<const GraphData> GraphData::from_coo(std::vector<int64_t> src, std::vector<int64_t> dst,
+                                                     int64_t num_nodes, GraphTypes types) {
+  if (num_nodes < 0) SEASTAR_THROW(ValueError, "num_nodes must be >= 0, got ", num_nodes);
+  if (src.size() != dst.size())
+    SEASTAR_THROW(ValueError, "source and destination lists differ in length: ", src.size(), " vs ", dst.size());
+  check_ids(src, num_nodes, "src", "num_nodes");
+  check_ids(dst, num_nodes, "dst", "num_nodes");
+  types.num_node_types = resolve_count(types.num_node_types, types.node_type, "num_node_types");
+  types.num_edge_types = resolve_count(types.num_edge_types, types.edge_type, "num_edge_types");
+  if (types.num_node_types > 0 && static_cast<int64_t>(types.node_type.size()) != num_nodes)
+    SEASTAR_THROW(ValueError, "node_type has ", types.node_type.size(), " entries but the graph has ", num_nodes,
+                  " nodes");
+  if (types.num_edge_types > 0 && types.edge_type.size() != src.size())
+    SEASTAR_THROW(ValueError, "edge_type has ", types.edge_type.size(), " entries but the graph has ", src.size(),
+                  " edges");
+  check_ids(types.node_type, types.num_node_types, "node_type", "num_node_types");
+  check_ids(types.edge_type, types.num_edge_types, "edge_type", "num_edge_types");
+
+  std::shared_ptr<GraphData> g(new GraphData());
+  g->num_nodes_ = num_nodes;
+  g->src_ = std::move(src);
+  g->dst_ = std::move(dst);
+  g->types_ = std::move(types);
+  g->uid_ = next_uid++;
+  g->build_indices();
+  return g;
+}
+
+void GraphData::build_indices() {
+  const std::vector<int64_t>* et = has_edge_types() ? &types_.edge_type : nullptr;
+  fill_adjacency(in_, dst_, src_, et, types_.num_edge_types, num_nodes_);
+  fill_adjacency(out_, src_, dst_, et, types_.num_edge_types, num_nodes_);
+}
+
+bool GraphData::fits_int32() const {
+  constexpr int64_t lim = std::numeric_limits<int32_t>::max();
+  return num_nodes_ < lim && num_edges() < lim;
+}
+
+std::shared_ptr<const GraphData> GraphData::add_self_loops(int64_t loop_type) const {
+  std::vector<int64_t> s = src_, d = dst_;
+  GraphTypes t = types_;
+  for (int64_t v = 0; v < num_nodes_; ++v) {
+    s.push_back(v);
+    d.push_back(v);
+  }
+  if (has_edge_types()) t.edge_type.insert(t.edge_type.end(), num_nodes_, loop_type);
+  return from_coo(std::move(s), std::move(d), num_nodes_, std::move(t));
+}
+
+std::shared_ptr<const GraphData> GraphData::remove_self_loops(std::vector<int64_t>* kept) const {
+  std::vector<int64_t> s, d, ids;
+  GraphTypes t = types_;
+  t.edge_type.clear();
+  for (int64_t e = 0; e < num_edges(); ++e) {
+    if (src_[e] == dst_[e]) continue;
+    s.push_back(src_[e]);
+    d.push_back(dst_[e]);
+    ids.push_back(e);
+    if (has_edge_types()) t.edge_type.push_back(types_.edge_type[e]);
+  }
+  if (kept) *kept = ids;
+  return from_coo(std::move(s), std::move(d), num_nodes_, std::move(t));
+}
+
+}  // namespace seastar

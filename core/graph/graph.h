@@ -1,0 +1,79 @@
+/** \file
+ * Graph storage, independent of torch: the edge list as given (COO), the in-edge index
+ * (CSC, destination-major, sorted by edge type within a destination) and the out-edge index
+ * (CSR, source-major), each with the original edge id of every slot so that edge features
+ * stay aligned whatever the order. Kernels traverse these; the torch layer (graph_tensors.h)
+ * turns them into tensors on a device.
+ */
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace seastar {
+
+/// A compressed adjacency: the edges of centre vertex v occupy slots ptr[v] .. ptr[v+1]-1;
+/// slot j connects v to nbr[j] through original edge eid[j].
+struct Adjacency {
+  std::vector<int64_t> ptr;  ///< num_nodes + 1 offsets
+  std::vector<int64_t> nbr;  ///< the other endpoint of each slot
+  std::vector<int64_t> eid;  ///< original edge id of each slot
+  /// Centre vertices by decreasing degree (ties by id): processing hubs first lets a dynamic
+  /// schedule spread the remaining small vertices over the threads that finish early.
+  std::vector<int64_t> degree_order;
+
+  int64_t degree(int64_t v) const { return ptr[v + 1] - ptr[v]; }
+};
+
+/// Optional vertex and edge types of a heterogeneous graph.
+struct GraphTypes {
+  std::vector<int64_t> node_type;  ///< empty when the graph has no node types
+  std::vector<int64_t> edge_type;  ///< empty when the graph has no edge types
+  int64_t num_node_types = 0;
+  int64_t num_edge_types = 0;
+};
+
+class GraphData {
+ public:
+  /// Builds both indices from an edge list. Throws ValueError naming the first bad entry for
+  /// negative or out-of-range ids, mismatched lengths or types out of range. Zero nodes or
+  /// zero edges are legal. num_node_types / num_edge_types of -1 mean 1 + the largest type.
+  static std::shared_ptr<const GraphData> from_coo(std::vector<int64_t> src, std::vector<int64_t> dst,
+                                                   int64_t num_nodes, GraphTypes types = {});
+
+  int64_t num_nodes() const { return num_nodes_; }
+  int64_t num_edges() const { return static_cast<int64_t>(src_.size()); }
+  const std::vector<int64_t>& src() const { return src_; }
+  const std::vector<int64_t>& dst() const { return dst_; }
+  const Adjacency& in() const { return in_; }    ///< CSC: centre = destination
+  const Adjacency& out() const { return out_; }  ///< CSR: centre = source
+  const GraphTypes& types() const { return types_; }
+  bool has_node_types() const { return types_.num_node_types > 0; }
+  bool has_edge_types() const { return types_.num_edge_types > 0; }
+  /// True when every index fits int32, so kernels can use the narrower (faster) width.
+  bool fits_int32() const;
+  /// A process-unique id: device copies and compiled launches are keyed by it, never by
+  /// sizes, so two graphs of equal size can never share cached state.
+  uint64_t uid() const { return uid_; }
+
+  /// A new graph with a self loop added to every vertex (edge ids E .. E+N-1, type
+  /// `loop_type` when the graph has edge types).
+  std::shared_ptr<const GraphData> add_self_loops(int64_t loop_type = 0) const;
+  /// A new graph without self loops; `kept` receives the original ids of the kept edges so
+  /// the caller can select the matching rows of edge features.
+  std::shared_ptr<const GraphData> remove_self_loops(std::vector<int64_t>* kept = nullptr) const;
+
+ private:
+  GraphData() = default;
+  void build_indices();
+
+  int64_t num_nodes_ = 0;
+  std::vector<int64_t> src_, dst_;
+  GraphTypes types_;
+  Adjacency in_, out_;
+  uint64_t uid_ = 0;
+};
+
+}  // namespace seastar

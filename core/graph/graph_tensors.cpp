@@ -1,0 +1,124 @@
+/** \file Graph <-> tensors: validation of user tensors and per-device index caches. */
+#include "core/graph/graph_tensors.h"
+
+#include <torch/torch.h>
+
+#include "core/util/errors.h"
+
+namespace seastar {
+namespace {
+
+std::vector<int64_t> to_ids(const torch::Tensor& t, const char* what) {
+  if (!t.defined()) SEASTAR_THROW(ValueError, what, " is undefined");
+  if (t.is_floating_point() || t.is_complex() || t.scalar_type() == torch::kBool)
+    SEASTAR_THROW(TypeError, what, " must hold integers (int64 or int32), got ", t.scalar_type());
+  if (t.dim() != 1) SEASTAR_THROW(ValueError, what, " must be one-dimensional, got shape ", t.sizes());
+  auto c = t.to(torch::kCPU, torch::kLong).contiguous();
+  const int64_t* p = c.data_ptr<int64_t>();
+  return std::vector<int64_t>(p, p + c.numel());
+}
+
+torch::Tensor to_tensor(const std::vector<int64_t>& v, torch::ScalarType dtype) {
+  auto t = torch::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())}, torch::kLong);
+  return t.to(dtype).clone();
+}
+
+AdjacencyTensors adjacency_tensors(const Adjacency& a, torch::ScalarType dtype) {
+  return {to_tensor(a.ptr, dtype), to_tensor(a.nbr, dtype), to_tensor(a.eid, dtype), to_tensor(a.degree_order, dtype)};
+}
+
+}  // namespace
+
+Graph::Graph(std::shared_ptr<const GraphData> data) : data_(std::move(data)), cache_(std::make_shared<Cache>()) {}
+
+const GraphData& Graph::data() const {
+  if (!data_) SEASTAR_THROW(ValueError, "the graph is empty (default-constructed); build it with from_edge_index");
+  return *data_;
+}
+
+Graph Graph::from_coo(const torch::Tensor& src, const torch::Tensor& dst, std::optional<int64_t> num_nodes,
+                      const std::optional<torch::Tensor>& node_type, const std::optional<torch::Tensor>& edge_type,
+                      int64_t num_node_types, int64_t num_edge_types) {
+  auto s = to_ids(src, "src"), d = to_ids(dst, "dst");
+  int64_t n = 0;
+  if (num_nodes) {
+    n = *num_nodes;
+  } else {
+    for (int64_t x : s) n = std::max(n, x + 1);
+    for (int64_t x : d) n = std::max(n, x + 1);
+    if (node_type && node_type->defined()) n = std::max<int64_t>(n, node_type->numel());
+  }
+  GraphTypes types;
+  types.num_node_types = num_node_types;
+  types.num_edge_types = num_edge_types;
+  if (node_type && node_type->defined()) {
+    types.node_type = to_ids(*node_type, "node_type");
+  } else if (num_node_types == -1) {
+    types.num_node_types = 0;
+  }
+  if (edge_type && edge_type->defined()) {
+    types.edge_type = to_ids(*edge_type, "edge_type");
+  } else if (num_edge_types == -1) {
+    types.num_edge_types = 0;
+  }
+  return Graph(GraphData::from_coo(std::move(s), std::move(d), n, std::move(types)));
+}
+
+Graph Graph::from_edge_index(const torch::Tensor& edge_index, std::optional<int64_t> num_nodes,
+                             const std::optional<torch::Tensor>& node_type,
+                             const std::optional<torch::Tensor>& edge_type, int64_t num_node_types,
+                             int64_t num_edge_types) {
+  if (!edge_index.defined()) SEASTAR_THROW(ValueError, "edge_index is undefined");
+  if (edge_index.dim() != 2 || edge_index.size(0) != 2)
+    SEASTAR_THROW(ValueError, "edge_index must have shape [2, num_edges] (row 0 = source, row 1 = destination), got ",
+                  edge_index.sizes());
+  return from_coo(edge_index[0], edge_index[1], num_nodes, node_type, edge_type, num_node_types, num_edge_types);
+}
+
+const DeviceGraph& Graph::on(const torch::Device& device) const {
+  const GraphData& g = data();
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  auto& slot = cache_->by_device[device.str()];
+  if (slot) return *slot;
+  auto dg = std::make_unique<DeviceGraph>();
+  dg->index_dtype = g.fits_int32() ? torch::kInt : torch::kLong;
+  dg->in = adjacency_tensors(g.in(), dg->index_dtype);
+  dg->out = adjacency_tensors(g.out(), dg->index_dtype);
+  dg->src = to_tensor(g.src(), dg->index_dtype);
+  dg->dst = to_tensor(g.dst(), dg->index_dtype);
+  if (g.has_node_types()) dg->node_type = to_tensor(g.types().node_type, dg->index_dtype);
+  if (g.has_edge_types()) dg->edge_type = to_tensor(g.types().edge_type, dg->index_dtype);
+  if (!device.is_cpu()) {
+    for (torch::Tensor* t : {&dg->in.ptr, &dg->in.nbr, &dg->in.eid, &dg->in.degree_order, &dg->out.ptr,
+                             &dg->out.nbr, &dg->out.eid, &dg->out.degree_order, &dg->src, &dg->dst, &dg->node_type,
+                             &dg->edge_type})
+      if (t->defined()) *t = t->to(device);
+  }
+  slot = std::move(dg);
+  return *slot;
+}
+
+torch::Tensor Graph::edge_index() const {
+  return torch::stack({to_tensor(data().src(), torch::kLong), to_tensor(data().dst(), torch::kLong)});
+}
+
+torch::Tensor Graph::in_degrees() const {
+  const auto& p = data().in().ptr;
+  auto t = to_tensor(p, torch::kLong);
+  return t.slice(0, 1) - t.slice(0, 0, -1);
+}
+
+torch::Tensor Graph::out_degrees() const {
+  auto t = to_tensor(data().out().ptr, torch::kLong);
+  return t.slice(0, 1) - t.slice(0, 0, -1);
+}
+
+Graph Graph::add_self_loops(int64_t loop_type) const { return Graph(data().add_self_loops(loop_type)); }
+
+std::pair<Graph, torch::Tensor> Graph::remove_self_loops() const {
+  std::vector<int64_t> kept;
+  Graph g(data().remove_self_loops(&kept));
+  return {g, to_tensor(kept, torch::kLong)};
+}
+
+}  // namespace seastar

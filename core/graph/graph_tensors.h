@@ -1,0 +1,74 @@
+/** \file
+ * The torch-facing graph: GraphData plus its index arrays as tensors, built once per device
+ * and cached inside the graph object (so a device copy can never be reused for another
+ * graph that merely has the same size). This is the Graph that Python and C++ users hold.
+ */
+#pragma once
+
+#include <torch/types.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "core/graph/graph.h"
+
+namespace seastar {
+
+/// One adjacency (CSC or CSR) as tensors of the graph's index dtype.
+struct AdjacencyTensors {
+  torch::Tensor ptr, nbr, eid, degree_order;
+};
+
+/// Everything a kernel needs about a graph, on one device.
+struct DeviceGraph {
+  AdjacencyTensors in, out;
+  torch::Tensor src, dst;              ///< COO in original edge order
+  torch::Tensor node_type, edge_type;  ///< undefined when the graph has none
+  torch::ScalarType index_dtype;       ///< kInt when every id fits int32, else kLong
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  explicit Graph(std::shared_ptr<const GraphData> data);
+
+  /// PyG convention: edge_index [2, E], row 0 = source. num_nodes defaults to 1 + max id.
+  static Graph from_edge_index(const torch::Tensor& edge_index, std::optional<int64_t> num_nodes = std::nullopt,
+                               const std::optional<torch::Tensor>& node_type = std::nullopt,
+                               const std::optional<torch::Tensor>& edge_type = std::nullopt,
+                               int64_t num_node_types = -1, int64_t num_edge_types = -1);
+  static Graph from_coo(const torch::Tensor& src, const torch::Tensor& dst,
+                        std::optional<int64_t> num_nodes = std::nullopt,
+                        const std::optional<torch::Tensor>& node_type = std::nullopt,
+                        const std::optional<torch::Tensor>& edge_type = std::nullopt, int64_t num_node_types = -1,
+                        int64_t num_edge_types = -1);
+
+  const GraphData& data() const;
+  const std::shared_ptr<const GraphData>& data_ptr() const { return data_; }
+  bool defined() const { return data_ != nullptr; }
+  int64_t num_nodes() const { return data().num_nodes(); }
+  int64_t num_edges() const { return data().num_edges(); }
+
+  /// Index tensors on `device`, built on first use and cached for this graph.
+  const DeviceGraph& on(const torch::Device& device) const;
+
+  torch::Tensor edge_index() const;   ///< [2, E] int64 on CPU
+  torch::Tensor in_degrees() const;   ///< int64 [N]
+  torch::Tensor out_degrees() const;  ///< int64 [N]
+
+  Graph add_self_loops(int64_t loop_type = 0) const;
+  /// Also returns the ids of the kept edges, to select matching edge-feature rows.
+  std::pair<Graph, torch::Tensor> remove_self_loops() const;
+
+ private:
+  struct Cache {
+    std::mutex mutex;
+    std::map<std::string, std::unique_ptr<DeviceGraph>> by_device;
+  };
+  std::shared_ptr<const GraphData> data_;
+  std::shared_ptr<Cache> cache_;
+};
+
+}  // namespace seastar

@@ -1,0 +1,82 @@
+/** \file
+ * GIR, the graph IR: a typed DAG of Values held in a Module. A Value is small and immutable;
+ * a Module only grows, and passes build new Modules. See docs/ARCHITECTURE.md for the rules.
+ *
+ * Spaces say how many rows a value has when materialised: Vertex (one per vertex), Edge (one
+ * per edge), Param (one, shared by every vertex and edge). DESIGN's Src and Dst values are
+ * `gather` nodes: a Vertex value read through the edge's source or destination.
+ */
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace seastar::ir {
+
+enum class Op {
+#define SEASTAR_OP(name, kind, arity, expr) name,
+#include "core/ir/ops.def"
+#undef SEASTAR_OP
+};
+enum class OpKind { Leaf, Unary, Binary, Gather, Aggregate, Other };
+
+struct OpInfo {
+  const char* name;
+  OpKind kind;
+  int arity;
+  const char* c_expr;
+};
+const OpInfo& op_info(Op op);
+bool op_from_name(const std::string& name, Op* out);
+
+enum class DType { Float, Int };  ///< Float: the program's float type, chosen per call
+enum class Space { Vertex, Edge, Param };
+/// The endpoint an edge-level op refers to: gather reads it; an aggregation groups by it.
+enum class Group { None, Src, Dst };
+
+const char* to_string(DType d);
+const char* to_string(Space s);
+const char* to_string(Group g);
+
+using Shape = std::vector<int64_t>;  ///< feature shape, without the row dimension
+std::string shape_str(const Shape& s);
+int64_t numel(const Shape& s);
+
+/// Where a value came from in the user's program, for error messages.
+struct Loc {
+  std::string file;
+  int line = 0;
+  std::string str() const;
+};
+
+struct Value {
+  int id = -1;
+  Op op = Op::constant;
+  DType dtype = DType::Float;
+  Space space = Space::Param;
+  Shape shape;
+  std::vector<int> inputs;
+  Group group = Group::None;
+  double p0 = 0, p1 = 0;  ///< scalar attributes (constant, slopes, exponents, bounds, counts)
+  std::string name;       ///< input, parameter or output name
+  Shape attr_shape;       ///< target shape of sum_to / expand
+  Loc loc;
+};
+
+/// A program: its values in topological order (inputs before users) and its outputs.
+struct Module {
+  std::vector<Value> values;
+  std::vector<int> outputs;
+  std::vector<std::string> output_names;
+
+  const Value& at(int id) const { return values.at(static_cast<size_t>(id)); }
+  int add(Value v);  ///< appends, assigns the id, returns it
+  int size() const { return static_cast<int>(values.size()); }
+};
+
+/// Stable text form, e.g. `%3 = gather.src %0 : Edge f[2, 8]`. Golden tests compare it.
+std::string print(const Module& m, const std::string& title = "program");
+std::string print_value(const Value& v);
+
+}  // namespace seastar::ir

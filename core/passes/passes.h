@@ -1,0 +1,46 @@
+/** \file
+ * The GIR passes, one file each with a single entry function:
+ *   verify          structural checks (operand order, arity, spaces, dtypes, shapes)
+ *   infer_shapes    dtype / space / feature shape of every value from its inputs
+ *   simplify        constant folding, algebraic identities, CSE, dead-code elimination
+ *   autodiff        reverse mode: appends the backward program to a module
+ */
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/ir/ir.h"
+
+namespace seastar::passes {
+
+/// Fills v.dtype, v.space and v.shape from v's inputs (already in m). Throws ValueError.
+void infer_value(const ir::Module& m, ir::Value& v);
+/// Re-infers every value and fails if a stored type disagrees (catches passes' mistakes).
+void infer_shapes(ir::Module& m);
+
+/// Throws ValueError naming the value and the rule it breaks.
+void verify(const ir::Module& m);
+
+/// Returns an equivalent module with constants folded, identities applied, common
+/// subexpressions merged and values that reach no output removed.
+ir::Module simplify(const ir::Module& m);
+
+/// The result of autodiff: the forward module extended with backward values.
+struct Gradients {
+  ir::Module module;  ///< forward values, grad_output leaves, then the backward values
+  /// For each requested input name: the value holding its gradient, or -1 where the
+  /// gradient is identically zero (the input does not reach any output).
+  std::map<std::string, int> grads;
+  std::vector<int> grad_outputs;  ///< the grad_output leaf of each forward output
+};
+
+/// Reverse-mode differentiation of `m`'s outputs with respect to the named leaves
+/// (vertex/edge inputs and params). Throws NotImplementedError for ops without a rule.
+Gradients autodiff(const ir::Module& m, const std::vector<std::string>& wrt);
+
+/// Module with `outputs` as its outputs (the backward program of a Gradients, say).
+ir::Module with_outputs(const ir::Module& m, const std::vector<int>& outputs, const std::vector<std::string>& names);
+
+}  // namespace seastar::passes

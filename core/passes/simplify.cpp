@@ -1,0 +1,140 @@
+/** \file
+ * simplify: one forward sweep that rebuilds the module, then dead-code elimination.
+ *   fold:      op(constant...) -> constant                  (scalar elementwise ops)
+ *   identity:  x*1, 1*x, x+0, 0+x, x-0, x/1 -> x;  neg(neg x) -> x;  sum_to/expand to own shape -> x
+ *   cse:       two values with the same op, inputs and attributes -> one
+ *   dce:       values no output reaches are dropped (leaves too, so unused inputs vanish)
+ */
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "core/passes/passes.h"
+#include "core/util/errors.h"
+
+namespace seastar::passes {
+using namespace ir;
+
+namespace {
+
+bool is_const(const Module& m, int id, double x) {
+  const Value& v = m.at(id);
+  return v.op == Op::constant && v.p0 == x;
+}
+
+bool fold(Op op, double a, double b, double p0, double p1, double* out) {
+  switch (op) {
+    case Op::add: *out = a + b; return true;
+    case Op::sub: *out = a - b; return true;
+    case Op::mul: *out = a * b; return true;
+    case Op::div: *out = a / b; return true;
+    case Op::maximum: *out = a > b ? a : b; return true;
+    case Op::minimum: *out = a < b ? a : b; return true;
+    case Op::neg: *out = -a; return true;
+    case Op::exp: *out = std::exp(a); return true;
+    case Op::log: *out = std::log(a); return true;
+    case Op::sqrt: *out = std::sqrt(a); return true;
+    case Op::rsqrt: *out = 1 / std::sqrt(a); return true;
+    case Op::abs: *out = std::fabs(a); return true;
+    case Op::pow: *out = std::pow(a, p0); return true;
+    case Op::clamp: *out = a < p0 ? p0 : (a > p1 ? p1 : a); return true;
+    default: return false;
+  }
+}
+
+std::string key(const Value& v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << static_cast<int>(v.op) << "|" << static_cast<int>(v.group) << "|" << v.p0 << "|" << v.p1 << "|" << v.name
+     << "|" << shape_str(v.attr_shape) << "|" << shape_str(v.shape) << "|" << static_cast<int>(v.dtype) << "|"
+     << static_cast<int>(v.space) << "|";
+  for (int i : v.inputs) os << i << ",";
+  return os.str();
+}
+
+/// Returns the id `v` can be replaced by, or -1.
+int identity(const Module& m, const Value& v) {
+  auto same_type = [&](int id) {
+    const Value& x = m.at(id);
+    return x.shape == v.shape && x.space == v.space && x.dtype == v.dtype;
+  };
+  if (v.inputs.size() == 2) {
+    int a = v.inputs[0], b = v.inputs[1];
+    if ((v.op == Op::mul && is_const(m, b, 1)) || ((v.op == Op::add || v.op == Op::sub) && is_const(m, b, 0)) ||
+        (v.op == Op::div && is_const(m, b, 1)))
+      return same_type(a) ? a : -1;
+    if ((v.op == Op::mul && is_const(m, a, 1)) || (v.op == Op::add && is_const(m, a, 0))) return same_type(b) ? b : -1;
+  }
+  if (v.op == Op::neg && m.at(v.inputs[0]).op == Op::neg) return m.at(v.inputs[0]).inputs[0];
+  if ((v.op == Op::sum_to || v.op == Op::expand) && same_type(v.inputs[0])) return v.inputs[0];
+  return -1;
+}
+
+Module dce(const Module& m) {
+  std::vector<char> live(m.size(), 0);
+  for (int o : m.outputs) live[o] = 1;
+  for (int i = m.size() - 1; i >= 0; --i)
+    if (live[i])
+      for (int in : m.at(i).inputs) live[in] = 1;
+  Module out;
+  std::vector<int> remap(m.size(), -1);
+  for (int i = 0; i < m.size(); ++i) {
+    if (!live[i]) continue;
+    Value v = m.at(i);
+    for (int& in : v.inputs) in = remap[in];
+    remap[i] = out.add(std::move(v));
+  }
+  for (int o : m.outputs) out.outputs.push_back(remap[o]);
+  out.output_names = m.output_names;
+  return out;
+}
+
+}  // namespace
+
+Module simplify(const Module& m) {
+  Module out;
+  std::vector<int> remap(m.size(), -1);
+  std::map<std::string, int> seen;
+  for (const Value& orig : m.values) {
+    Value v = orig;
+    for (int& in : v.inputs) in = remap[in];
+    // constant folding of scalar elementwise ops
+    const OpKind kind = op_info(v.op).kind;
+    if ((kind == OpKind::Unary || kind == OpKind::Binary) && v.op != Op::eq) {
+      bool all_const = true;
+      for (int in : v.inputs) all_const = all_const && out.at(in).op == Op::constant;
+      double r;
+      if (all_const && fold(v.op, out.at(v.inputs[0]).p0, v.inputs.size() > 1 ? out.at(v.inputs[1]).p0 : 0, v.p0, v.p1, &r)) {
+        Value c;
+        c.op = Op::constant, c.dtype = DType::Float, c.space = Space::Param, c.p0 = r, c.loc = v.loc;
+        v = c;
+      }
+    }
+    if (v.op != Op::constant && op_info(v.op).kind != OpKind::Leaf) {
+      int same = identity(out, v);
+      if (same >= 0) {
+        remap[orig.id] = same;
+        continue;
+      }
+    }
+    std::string k = key(v);
+    auto it = seen.find(k);
+    if (it != seen.end()) {
+      remap[orig.id] = it->second;
+      continue;
+    }
+    remap[orig.id] = seen[k] = out.add(std::move(v));
+  }
+  for (int o : m.outputs) out.outputs.push_back(remap[o]);
+  out.output_names = m.output_names;
+  return dce(out);
+}
+
+Module with_outputs(const Module& m, const std::vector<int>& outputs, const std::vector<std::string>& names) {
+  Module r = m;
+  r.outputs = outputs;
+  r.output_names = names;
+  return r;
+}
+
+}  // namespace seastar::passes

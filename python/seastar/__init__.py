@@ -1,0 +1,42 @@
+"""Seastar: vertex-centric GNN programs compiled to fused kernels.
+
+    import seastar as ss
+
+    @ss.vertex_program
+    def gcn(v):
+        return sum(e.src.h * e.w for e in v.in_edges())
+
+    out = gcn(graph, h=h, w=w)       # autograd-enabled torch.Tensor [N, F]
+"""
+from __future__ import annotations
+
+import logging as _logging
+import os as _os
+
+import torch as _torch  # loads LibTorch before the extension that links against it
+
+from . import _C
+from ._C import CompileError, TraceError
+from .graph import Graph
+from .ops import (abs, clamp, dot, elu, exp, leaky_relu, log, max, maximum, mean, min, minimum, pow, relu,
+                  rsqrt, sigmoid, softmax, sqrt, sum, tanh)
+from .program import VertexProgram, vertex_program
+from . import datasets, reference
+
+__version__ = "0.1.0"
+
+_logging.getLogger("seastar").addHandler(_logging.NullHandler())
+
+
+def set_log_level(level: str) -> None:
+    """Sets the level of both the Python logger "seastar" and the C++ (spdlog) logger."""
+    _C.set_log_level(level.lower())
+    py_level = {"trace": _logging.DEBUG, "off": _logging.CRITICAL + 1}.get(level.lower(), level.upper())
+    _logging.getLogger("seastar").setLevel(py_level)
+
+
+if _os.environ.get("SEASTAR_LOG_LEVEL"):
+    try:
+        set_log_level(_os.environ["SEASTAR_LOG_LEVEL"])
+    except ValueError:
+        pass

@@ -1,0 +1,51 @@
+/** \file Python binding of seastar::Graph. */
+#include <pybind11/stl.h>
+#include <torch/python.h>
+
+#include "core/graph/graph_tensors.h"
+#include "python/src/bindings.h"
+
+namespace py = pybind11;
+
+namespace seastar::python {
+
+void bind_graph(py::module_& m) {
+  py::class_<Graph>(m, "Graph")
+      .def_static("from_edge_index", &Graph::from_edge_index, py::arg("edge_index"), py::arg("num_nodes") = py::none(),
+                  py::arg("node_type") = py::none(), py::arg("edge_type") = py::none(),
+                  py::arg("num_node_types") = -1, py::arg("num_edge_types") = -1)
+      .def_static("from_coo", &Graph::from_coo, py::arg("src"), py::arg("dst"), py::arg("num_nodes") = py::none(),
+                  py::arg("node_type") = py::none(), py::arg("edge_type") = py::none(),
+                  py::arg("num_node_types") = -1, py::arg("num_edge_types") = -1)
+      .def_property_readonly("num_nodes", &Graph::num_nodes)
+      .def_property_readonly("num_edges", &Graph::num_edges)
+      .def_property_readonly("num_node_types", [](const Graph& g) { return g.data().types().num_node_types; })
+      .def_property_readonly("num_edge_types", [](const Graph& g) { return g.data().types().num_edge_types; })
+      .def_property_readonly("has_node_types", [](const Graph& g) { return g.data().has_node_types(); })
+      .def_property_readonly("has_edge_types", [](const Graph& g) { return g.data().has_edge_types(); })
+      .def_property_readonly("uid", [](const Graph& g) { return g.data().uid(); })
+      .def("edge_index", &Graph::edge_index)
+      .def("in_degrees", &Graph::in_degrees)
+      .def("out_degrees", &Graph::out_degrees)
+      .def("add_self_loops", &Graph::add_self_loops, py::arg("loop_type") = 0)
+      .def("remove_self_loops", &Graph::remove_self_loops)
+      .def("index_dtype", [](const Graph& g) { return g.data().fits_int32() ? "int32" : "int64"; })
+      .def(
+          "tensors",
+          [](const Graph& g, const std::string& device) {
+            const DeviceGraph& d = g.on(torch::Device(device));
+            py::dict out;
+            out["in_ptr"] = d.in.ptr, out["in_nbr"] = d.in.nbr, out["in_eid"] = d.in.eid;
+            out["in_order"] = d.in.degree_order;
+            out["out_ptr"] = d.out.ptr, out["out_nbr"] = d.out.nbr, out["out_eid"] = d.out.eid;
+            out["out_order"] = d.out.degree_order;
+            out["src"] = d.src, out["dst"] = d.dst;
+            if (d.node_type.defined()) out["node_type"] = d.node_type;
+            if (d.edge_type.defined()) out["edge_type"] = d.edge_type;
+            return out;
+          },
+          py::arg("device") = "cpu",
+          "Index tensors on `device` (built once per graph and device, then cached).");
+}
+
+}  // namespace seastar::python

@@ -1,0 +1,10 @@
+/** \file Declarations shared by the binding translation units of seastar._C. */
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace seastar::python {
+void bind_graph(pybind11::module_& m);
+void bind_ir(pybind11::module_& m);
+void bind_runtime(pybind11::module_& m);
+}  // namespace seastar::python

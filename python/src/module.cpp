@@ -1,0 +1,41 @@
+/** \file seastar._C: exception mapping, logging, and the sub-bindings. */
+#include <torch/python.h>
+
+#include "core/util/errors.h"
+#include "core/util/log.h"
+#include "python/src/bindings.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "Seastar's C++ core: graphs, the GIR tracer and passes, and the fused-kernel runtime.";
+
+  // C++ exception types -> Python exceptions. TraceError and CompileError are Seastar's own.
+  static py::exception<seastar::TraceError> trace_error(m, "TraceError", PyExc_ValueError);
+  static py::exception<seastar::CompileError> compile_error(m, "CompileError", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const seastar::TraceError& e) {
+      py::set_error(trace_error, e.what());
+    } catch (const seastar::CompileError& e) {
+      py::set_error(compile_error, e.what());
+    } catch (const seastar::ValueError& e) {
+      py::set_error(PyExc_ValueError, e.what());
+    } catch (const seastar::TypeError& e) {
+      py::set_error(PyExc_TypeError, e.what());
+    } catch (const seastar::NotImplementedError& e) {
+      py::set_error(PyExc_NotImplementedError, e.what());
+    } catch (const seastar::Error& e) {
+      py::set_error(PyExc_RuntimeError, e.what());
+    }
+  });
+
+  m.def("set_log_level", &seastar::log::set_level, py::arg("level"),
+        "Sets the C++ log level: trace, debug, info, warn, error or off.");
+  m.def("get_log_level", &seastar::log::get_level);
+
+  seastar::python::bind_graph(m);
+  seastar::python::bind_ir(m);
+  seastar::python::bind_runtime(m);
+}
