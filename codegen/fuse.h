@@ -1,0 +1,50 @@
+/** \file
+ * fuse + plan_materialization: partitions a GIR module into kernels.
+ *   lower_softmax  softmax.G(s) -> m = agg_max.G(s); x = exp(s - gather.G(m)); z = agg_sum.G(x);
+ *                  y = x / gather.G(z)       (max-subtracted, so finite for any logits)
+ *   fuse           aggregations whose inputs are ready are grouped, one traversal kernel per
+ *                  group (dst: over the CSC, src: over the CSR); every edge value is computed
+ *                  inside the traversal that consumes it and never stored
+ *   materialize    only aggregation results (O(N) per-vertex statistics) and the outputs get
+ *                  buffers; Vertex expressions over them are recomputed where they are read
+ */
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/ir/ir.h"
+
+namespace seastar::codegen {
+
+/// Why `m` cannot run fused (empty when it can).
+std::string unsupported_reason(const ir::Module& m);
+
+ir::Module lower_softmax(const ir::Module& m);
+
+struct Kernel {
+  enum class Kind { Traverse, VertexMap, EdgeMap } kind;
+  ir::Group group = ir::Group::None;  ///< Traverse: the centre endpoint
+  std::vector<int> values;            ///< aggregations (Traverse) or outputs (maps) it stores
+};
+
+/// A buffer the launcher passes to the kernels.
+struct Buffer {
+  enum class Role { Input, GradOutput, Intermediate, Output } role;
+  int value = -1;        ///< the value it holds
+  std::string name;      ///< input name (Input)
+  int index = -1;        ///< output or grad_output position
+  ir::Space rows;        ///< Vertex: N rows, Edge: E rows, Param: one
+  int64_t numel = 1;     ///< feature elements per row
+  bool is_int = false;   ///< int64 (argmax, ids) instead of the float type
+};
+
+struct FusedPlan {
+  ir::Module module;  ///< after lower_softmax and simplify
+  std::vector<Kernel> kernels;
+  std::vector<Buffer> buffers;
+};
+
+FusedPlan plan(const ir::Module& m);
+
+}  // namespace seastar::codegen

@@ -1,0 +1,66 @@
+/** \file FusedFunction: the autograd face of FusedProgram; see autograd.h. */
+#include "kernels/autograd.h"
+
+#include <torch/torch.h>
+
+#include "core/util/errors.h"
+
+namespace seastar {
+namespace {
+
+/// What backward needs besides tensors; travels in ctx->saved_data as a capsule.
+struct CallState : torch::CustomClassHolder {
+  std::shared_ptr<FusedProgram> program;
+  Graph graph;
+  std::vector<std::string> names;
+};
+
+struct FusedFunction : public torch::autograd::Function<FusedFunction> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                c10::intrusive_ptr<CallState> state,
+                                                at::TensorList tensors) {
+    std::map<std::string, torch::Tensor> named;
+    for (size_t i = 0; i < tensors.size(); ++i) named[state->names[i]] = tensors[i];
+    auto outs = state->program->forward(state->graph, named);
+    ctx->save_for_backward(tensors.vec());
+    ctx->saved_data["state"] = c10::IValue::make_capsule(state);
+    return outs;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    if (torch::GradMode::is_enabled())
+      SEASTAR_THROW(NotImplementedError,
+                    "Seastar's fused kernels do not support double backward (create_graph=True or higher-order "
+                    "gradients); use backend='reference' for that");
+    auto state = c10::static_intrusive_pointer_cast<CallState>(ctx->saved_data["state"].toCapsule());
+    auto tensors = ctx->get_saved_variables();
+    std::map<std::string, torch::Tensor> named;
+    for (size_t i = 0; i < tensors.size(); ++i) named[state->names[i]] = tensors[i];
+    auto grads = state->program->backward(state->graph, named, grad_outputs);
+    const auto& wrt = state->program->lowered().wrt;
+    torch::autograd::variable_list result(1 + tensors.size());  // the state argument has no gradient
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      for (size_t k = 0; k < wrt.size(); ++k)
+        if (wrt[k] == state->names[i]) result[1 + i] = grads[k];
+    }
+    return result;
+  }
+};
+
+}  // namespace
+
+std::vector<torch::Tensor> apply_fused(const std::shared_ptr<FusedProgram>& program, const Graph& graph,
+                                       const std::vector<std::string>& names,
+                                       const std::vector<torch::Tensor>& tensors) {
+  if (names.size() != tensors.size())
+    SEASTAR_THROW(ValueError, "apply_fused: ", names.size(), " names for ", tensors.size(), " tensors");
+  auto state = c10::make_intrusive<CallState>();
+  state->program = program;
+  state->graph = graph;
+  state->names = names;
+  // a TensorList argument is what autograd tracks input by input
+  return FusedFunction::apply(state, at::TensorList(tensors));
+}
+
+}  // namespace seastar

@@ -1,0 +1,144 @@
+/** \file Launch glue of FusedProgram: checks tensors, allocates buffers, calls the kernels. */
+#include "kernels/fused_program.h"
+
+#include <torch/torch.h>
+
+#include "codegen/cpu_emitter.h"
+#include "core/util/errors.h"
+#include "core/util/log.h"
+
+namespace seastar {
+namespace {
+
+std::string plan_text(const codegen::FusedPlan& p) {
+  std::string s = ir::print(p.module, "fused");
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    s += "kernel " + std::to_string(k) + ":";
+    for (int v : p.kernels[k].values) s += " %" + std::to_string(v);
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace
+
+FusedProgram::FusedProgram(LoweredProgram lowered) : lowered_(std::move(lowered)) {
+  unsupported_ = codegen::unsupported_reason(lowered_.forward);
+  if (unsupported_.empty() && !lowered_.wrt.empty()) unsupported_ = codegen::unsupported_reason(lowered_.backward);
+  if (!unsupported_.empty()) return;
+  fwd_.plan = codegen::plan(lowered_.forward);
+  dump_stage(lowered_.name, "4-fused-forward.gir", plan_text(fwd_.plan));
+  if (!lowered_.wrt.empty()) {
+    bwd_.plan = codegen::plan(lowered_.backward);
+    dump_stage(lowered_.name, "5-fused-backward.gir", plan_text(bwd_.plan));
+  }
+}
+
+std::string FusedProgram::source(const std::string& direction, torch::ScalarType dtype, torch::ScalarType index_dtype) {
+  if (!unsupported_.empty()) SEASTAR_THROW(NotImplementedError, unsupported_);
+  const Side& side = direction == "forward" ? fwd_ : bwd_;
+  codegen::EmitOptions o;
+  o.float_type = dtype == torch::kDouble ? "double" : "float";
+  o.index_type = index_dtype == torch::kInt ? "int32_t" : "int64_t";
+  o.name = lowered_.name + "." + direction;
+  return codegen::emit_cpu(side.plan, o);
+}
+
+std::vector<torch::Tensor> FusedProgram::forward(const Graph& g, const std::map<std::string, torch::Tensor>& inputs) {
+  return launch(fwd_, "forward", g, inputs, {});
+}
+
+std::vector<torch::Tensor> FusedProgram::backward(const Graph& g, const std::map<std::string, torch::Tensor>& inputs,
+                                                  const std::vector<torch::Tensor>& grad_outputs) {
+  if (lowered_.wrt.empty()) return {};
+  return launch(bwd_, "backward", g, inputs, grad_outputs);
+}
+
+std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& direction, const Graph& g,
+                                                const std::map<std::string, torch::Tensor>& inputs,
+                                                const std::vector<torch::Tensor>& grad_outputs) {
+  if (!unsupported_.empty()) SEASTAR_THROW(NotImplementedError, unsupported_);
+  const codegen::FusedPlan& plan = side.plan;
+  const int64_t N = g.num_nodes(), E = g.num_edges();
+  const std::string& prog = lowered_.name;
+
+  // dtype and device: every bound float tensor agrees
+  torch::ScalarType dtype = torch::kFloat;
+  bool first = true;
+  for (const auto& [name, t] : inputs) {
+    if (!t.defined()) SEASTAR_THROW(ValueError, prog, ": '", name, "' is an undefined tensor");
+    if (t.scalar_type() != torch::kFloat && t.scalar_type() != torch::kDouble)
+      SEASTAR_THROW(TypeError, prog, ": '", name, "' must be float32 or float64, got ", t.scalar_type());
+    if (!t.device().is_cpu())
+      SEASTAR_THROW(NotImplementedError, prog, ": '", name, "' is on ", t.device(),
+                    "; the fused backend built here runs CPU tensors");
+    if (!first && t.scalar_type() != dtype)
+      SEASTAR_THROW(TypeError, prog, ": inputs mix float32 and float64 ('", name, "' is ", t.scalar_type(), ")");
+    dtype = t.scalar_type();
+    first = false;
+  }
+  const DeviceGraph& dg = g.on(torch::kCPU);
+
+  std::vector<void*> buffers(plan.buffers.size(), nullptr);
+  std::vector<torch::Tensor> keep(plan.buffers.size());
+  std::vector<torch::Tensor> outputs(plan.module.outputs.size());
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    const codegen::Buffer& buf = plan.buffers[b];
+    const ir::Value& v = plan.module.at(buf.value);
+    const int64_t rows = buf.rows == ir::Space::Vertex ? N : (buf.rows == ir::Space::Edge ? E : 1);
+    std::vector<int64_t> full;
+    if (buf.rows != ir::Space::Param) full.push_back(rows);
+    full.insert(full.end(), v.shape.begin(), v.shape.end());
+    torch::Tensor t;
+    if (buf.role == codegen::Buffer::Role::Input || buf.role == codegen::Buffer::Role::GradOutput) {
+      if (buf.role == codegen::Buffer::Role::Input) {
+        auto it = inputs.find(buf.name);
+        if (it == inputs.end()) SEASTAR_THROW(ValueError, prog, ": input '", buf.name, "' is not bound");
+        t = it->second;
+      } else {
+        if (buf.index >= static_cast<int>(grad_outputs.size()))
+          SEASTAR_THROW(ValueError, prog, ": missing gradient of output ", buf.index);
+        t = grad_outputs[buf.index].defined() ? grad_outputs[buf.index] : torch::zeros(full, torch::dtype(dtype));
+        t = t.to(dtype);
+      }
+      if (t.sizes().vec() != full) {
+        if (t.numel() == ir::numel(full) && buf.role == codegen::Buffer::Role::GradOutput) {
+          t = t.reshape(full);
+        } else {
+          SEASTAR_THROW(ValueError, prog, ": '", buf.name.empty() ? "grad_output" : buf.name, "' has shape ",
+                        t.sizes(), " but the program (and the graph: N=", N, ", E=", E, ") needs ",
+                        c10::IntArrayRef(full));
+        }
+      }
+      t = t.contiguous();
+    } else {
+      t = torch::empty(full, torch::dtype(buf.is_int ? torch::kLong : dtype));
+      if (buf.role == codegen::Buffer::Role::Output) outputs[buf.index] = t;
+    }
+    keep[b] = t;
+    buffers[b] = t.data_ptr();
+  }
+
+  const std::string variant = std::string(dtype == torch::kDouble ? "f64" : "f32") +
+                              (dg.index_dtype == torch::kInt ? "_i32" : "_i64");
+  kernels::CompiledKernel kernel;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = side.compiled.find(variant);
+    if (it == side.compiled.end()) {
+      std::string src = source(direction, dtype, dg.index_dtype);
+      dump_stage(prog, direction + "." + variant + ".cpp", src);
+      it = side.compiled.emplace(variant, kernels::compile_cpu(src, prog + "_" + direction + "_" + variant)).first;
+    }
+    kernel = it->second;
+  }
+  auto ptr = [](const torch::Tensor& t) -> void* { return t.defined() ? t.data_ptr() : nullptr; };
+  void* graph_arrays[12] = {ptr(dg.in.ptr),  ptr(dg.in.nbr),  ptr(dg.in.eid),  ptr(dg.in.degree_order),
+                            ptr(dg.out.ptr), ptr(dg.out.nbr), ptr(dg.out.eid), ptr(dg.out.degree_order),
+                            ptr(dg.src),     ptr(dg.dst),     ptr(dg.node_type), ptr(dg.edge_type)};
+  const int64_t sizes[2] = {N, E};
+  kernel.entry(sizes, graph_arrays, buffers.data());
+  return outputs;
+}
+
+}  // namespace seastar

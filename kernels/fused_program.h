@@ -1,0 +1,56 @@
+/** \file
+ * A lowered vertex program ready to run fused on CPU tensors: the forward and backward
+ * FusedPlans, their generated source per (float type, index type), compiled on first use,
+ * and the launch glue that binds torch tensors to the kernels' buffers. The autograd
+ * function (autograd.h) is the public way to run it.
+ */
+#pragma once
+
+#include <torch/types.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "codegen/fuse.h"
+#include "core/graph/graph_tensors.h"
+#include "core/passes/pipeline.h"
+#include "kernels/compiler.h"
+
+namespace seastar {
+
+class FusedProgram {
+ public:
+  explicit FusedProgram(LoweredProgram lowered);
+
+  /// Empty when both directions can run fused; otherwise why not.
+  const std::string& unsupported() const { return unsupported_; }
+  const LoweredProgram& lowered() const { return lowered_; }
+
+  /// Outputs of the forward program. `inputs` by name (vertex, edge and param tensors).
+  std::vector<torch::Tensor> forward(const Graph& g, const std::map<std::string, torch::Tensor>& inputs);
+  /// Gradients of lowered().wrt, in that order.
+  std::vector<torch::Tensor> backward(const Graph& g, const std::map<std::string, torch::Tensor>& inputs,
+                                      const std::vector<torch::Tensor>& grad_outputs);
+
+  /// The generated C++ of one direction ("forward" / "backward") for a float and index type.
+  std::string source(const std::string& direction, torch::ScalarType dtype, torch::ScalarType index_dtype);
+
+ private:
+  struct Side {
+    codegen::FusedPlan plan;
+    std::map<std::string, kernels::CompiledKernel> compiled;  // by variant
+  };
+  std::vector<torch::Tensor> launch(Side& side, const std::string& direction, const Graph& g,
+                                    const std::map<std::string, torch::Tensor>& inputs,
+                                    const std::vector<torch::Tensor>& grad_outputs);
+
+  LoweredProgram lowered_;
+  std::string unsupported_;
+  Side fwd_, bwd_;
+  std::mutex mutex_;
+};
+
+}  // namespace seastar
