@@ -82,9 +82,11 @@ class Differentiator {
 
   /// g has the type of a value computed from x; returns g reduced to x's shape and space.
   int reduce_to(int g, int x) {
-    const Value& xv = m_.at(x);
-    if (xv.space == Space::Param && m_.at(g).space != Space::Param) g = emit(Op::sum_rows, {g});
-    if (m_.at(g).shape != xv.shape) g = emit(Op::sum_to, {g}, Group::None, 0, 0, xv.shape);
+    // copies, not references: emit() may reallocate the value list
+    const Space space = m_.at(x).space;
+    const Shape shape = m_.at(x).shape;
+    if (space == Space::Param && m_.at(g).space != Space::Param) g = emit(Op::sum_rows, {g});
+    if (m_.at(g).shape != shape) g = emit(Op::sum_to, {g}, Group::None, 0, 0, shape);
     return g;
   }
 
@@ -168,14 +170,14 @@ class Differentiator {
         return;
       case Op::clamp: accumulate(in(0), mul(g, emit(Op::inside, {in(0)}, Group::None, v.p0, v.p1))); return;
       case Op::fsum: case Op::fmean: {
-        const Shape& xs = m_.at(in(0)).shape;
+        const Shape xs = m_.at(in(0)).shape;  // a copy: emit() may reallocate
         int gx = emit(Op::expand, {emit(Op::unsqueeze, {g})}, Group::None, 0, 0, xs);
         if (v.op == Op::fmean) gx = emit(Op::div, {gx, constant(static_cast<double>(xs.back()))});
         accumulate(in(0), gx);
         return;
       }
       case Op::fmax: {
-        const Shape& xs = m_.at(in(0)).shape;
+        const Shape xs = m_.at(in(0)).shape;  // a copy: emit() may reallocate
         int gx = emit(Op::expand, {emit(Op::unsqueeze, {g})}, Group::None, 0, 0, xs);
         int hit = emit(Op::eq, {in(0), emit(Op::expand, {emit(Op::unsqueeze, {i})}, Group::None, 0, 0, xs)});
         accumulate(in(0), mul(gx, hit));

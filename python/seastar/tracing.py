@@ -14,17 +14,21 @@ import sys
 import threading
 from typing import Any
 
+import torch
+
 from . import _C
 
 TraceError = _C.TraceError
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+# frames in torch (e.g. torch.nn.functional dispatching to __torch_function__) are not the user's
+_SKIP_DIRS = (_PKG_DIR, os.path.dirname(os.path.abspath(torch.__file__)))
 _trace_lock = threading.RLock()
 
 
 def _user_location():
     """The innermost frame outside the seastar package: the user's line being traced."""
     f = sys._getframe(1)
-    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PKG_DIR):
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_SKIP_DIRS):
         f = f.f_back
     if f is None:
         return "<unknown>", 0
@@ -169,7 +173,8 @@ class Value:
         for a in list(args) + list((kwargs or {}).values()):
             if isinstance(a, Value):
                 name = getattr(func, "__name__", str(func))
-                a._t.fail(f"torch.{name} is not supported inside a vertex program; use the seastar "
+                module = (getattr(func, "__module__", None) or "torch").replace("torch._C._nn", "torch.nn.functional")
+                a._t.fail(f"{module}.{name} is not supported inside a vertex program; use the seastar "
                           f"function of the same name (seastar.{name}) or compute it outside the program")
         return NotImplemented
 
