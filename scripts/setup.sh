@@ -53,11 +53,18 @@ export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
 BUILD=${SEASTAR_BUILD_DIR:-$ROOT/build}
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 launcher=(); command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-if [[ ! -f $BUILD/CMakeCache.txt ]] || ! grep -q "Python3_EXECUTABLE:.*=$SEASTAR_PY\$" "$BUILD/CMakeCache.txt"; then
+# (re)configure when there is no complete configuration for this interpreter; a failed
+# configure leaves no build files, so the next run configures again
+if [[ ! -f $BUILD/build.ninja && ! -f $BUILD/Makefile ]] || [[ ! -f $BUILD/CMakeCache.txt ]] ||
+   ! grep -q "Python3_EXECUTABLE:.*=$SEASTAR_PY\$" "$BUILD/CMakeCache.txt"; then
   log "configuring $BUILD"
   rm -rf "$BUILD"
-  cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DPython3_EXECUTABLE="$SEASTAR_PY" ${SEASTAR_CMAKE_ARGS:-} >/dev/null
+  if ! cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DPython3_EXECUTABLE="$SEASTAR_PY" ${SEASTAR_CMAKE_ARGS:-} > "$ROOT/.cmake-configure.log" 2>&1; then
+    cat "$ROOT/.cmake-configure.log" >&2
+    rm -rf "$BUILD"
+    exit 1
+  fi
 fi
 jobs=${SEASTAR_BUILD_JOBS:-$(nproc)}
 cmake --build "$BUILD" -j "$jobs" | { grep -vE '^\[[0-9]+/[0-9]+\] (Building|Linking)' || true; }

@@ -1,0 +1,27 @@
+"""Graph neural network layers built from vertex programs, with PyTorch Geometric's conventions.
+
+    import seastar as ss
+    conv = ss.nn.GCNConv(16, 7)
+    out = conv(graph, x)              # the graph comes first
+
+All graph work (propagation, attention softmax, aggregation) is a vertex program, run by the
+fused backend when available and the reference backend (plain torch) otherwise; dense work
+(``x @ W``, biases, feature dropout) is ordinary torch around it. Each layer has a ``backend``
+attribute (``None`` = the program's default, "auto") to force "fused" or "reference".
+"""
+from .appnp import APPNP
+from .gat_conv import GATConv
+from .gcn_conv import GCNConv
+from .gin_conv import GINConv
+from .sage_conv import SAGEConv
+from .softmax import edge_softmax
+
+__all__ = ["GCNConv", "GATConv", "SAGEConv", "GINConv", "APPNP", "edge_softmax", "set_backend"]
+
+
+def set_backend(module, backend):
+    """Sets ``backend`` ("auto", "fused", "reference" or None) on every seastar layer in ``module``."""
+    for m in module.modules():
+        if isinstance(m, (GCNConv, GATConv, SAGEConv, GINConv, APPNP)):
+            m.backend = backend
+    return module

@@ -1,0 +1,129 @@
+"""Helpers shared by the layers of ``seastar.nn``: PyG-style initialisers, a per-graph cache
+and the GCN normalisation (computed once per graph, then reused every forward pass)."""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Any, Callable, Optional, Tuple
+
+import torch
+
+from ..graph import Graph
+
+
+def glorot(t: Optional[torch.Tensor]) -> None:
+    """PyG's ``glorot``: uniform in +-sqrt(6 / (fan_in + fan_out)) over the last two axes."""
+    if t is None:
+        return
+    a = math.sqrt(6.0 / (t.size(-2) + t.size(-1)))
+    with torch.no_grad():
+        t.uniform_(-a, a)
+
+
+def zeros(t: Optional[torch.Tensor]) -> None:
+    if t is not None:
+        with torch.no_grad():
+            t.zero_()
+
+
+def graph_uid(graph: Graph) -> int:
+    """A process-unique id of a graph (never reused, so a new graph never hits a stale entry)."""
+    uid = getattr(graph, "uid", None)
+    return int(uid if uid is not None else graph._g.uid)
+
+
+def check_graph(layer: str, graph, x: Optional[torch.Tensor] = None) -> None:
+    if not isinstance(graph, Graph):
+        raise TypeError(f"{layer}.forward takes the graph first: forward(graph, x); "
+                        f"got {type(graph).__name__} as the graph")
+    if x is not None and x.shape[0] != graph.num_nodes:
+        raise ValueError(f"{layer}: x has {x.shape[0]} rows but the graph has {graph.num_nodes} vertices")
+
+
+class GraphCache:
+    """A small LRU map ``graph uid -> value`` kept on a layer (not in its state_dict).
+
+    Entries are derived from the graph alone, so copies and pickles of a layer start empty.
+    """
+
+    def __init__(self, maxsize: int = 8):
+        self.maxsize = maxsize
+        self._d: "OrderedDict[Any, Any]" = OrderedDict()
+
+    def get(self, key, make: Callable[[], Any]):
+        if key in self._d:
+            self._d.move_to_end(key)
+            return self._d[key]
+        value = make()
+        self._d[key] = value
+        while len(self._d) > self.maxsize:
+            self._d.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        self._d.clear()
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __deepcopy__(self, memo):
+        return GraphCache(self.maxsize)
+
+    def __getstate__(self):
+        return {"maxsize": self.maxsize}
+
+    def __setstate__(self, state):
+        self.maxsize = state["maxsize"]
+        self._d = OrderedDict()
+
+
+def self_loop_graph(cache: GraphCache, graph: Graph, remove_existing: bool = False) -> Graph:
+    """``graph`` with one self loop per vertex appended, built once per graph.
+
+    ``remove_existing`` first drops the graph's own self loops (PyG's GATConv does this)."""
+    def make():
+        g = graph.remove_self_loops()[0] if remove_existing else graph
+        return g.add_self_loops()
+    return cache.get(("loops", remove_existing, graph_uid(graph)), make)
+
+
+def gcn_norm(cache: GraphCache, graph: Graph, add_self_loops: bool, device, dtype) -> Tuple[Graph, torch.Tensor]:
+    """The graph GCN propagates over and its symmetric edge weights [E', 1], cached per graph.
+
+    ``w[e] = d(src)^-1/2 * d(dst)^-1/2`` with ``d`` the in-degree in the propagated graph,
+    which is ``A + I`` (``graph.add_self_loops()``) when ``add_self_loops``. This is one-time
+    preprocessing of the graph's structure, O(N + E), so it is plain torch.
+    """
+    uid = graph_uid(graph)
+
+    def make_base():
+        g = graph.add_self_loops() if add_self_loops else graph
+        deg = g.in_degrees().to(torch.float64)
+        dinv = deg.pow(-0.5)
+        dinv.masked_fill_(deg == 0, 0.0)
+        ei = g.edge_index.long()
+        w = (dinv[ei[0]] * dinv[ei[1]]).unsqueeze(-1)
+        return g, w
+
+    g, w64 = cache.get(("gcn_norm", add_self_loops, uid), make_base)
+    w = cache.get(("gcn_norm_w", add_self_loops, uid, str(device), dtype), lambda: w64.to(device=device, dtype=dtype))
+    return g, w
+
+
+def dropout_mask(shape, p: float, like: torch.Tensor) -> torch.Tensor:
+    """Inverted-dropout mask: Bernoulli(1 - p) / (1 - p), in ``like``'s dtype and device."""
+    if p >= 1.0:
+        return like.new_zeros(shape)
+    return like.new_empty(shape).bernoulli_(1.0 - p).div_(1.0 - p)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``x @ weight.T + bias`` for a dense or a sparse COO ``x`` (sparse bag-of-words features)."""
+    if x.is_sparse:
+        out = torch.sparse.mm(x, weight.t())
+        return out if bias is None else out + bias
+    return torch.nn.functional.linear(x, weight, bias)
+
+
+def dense(x: torch.Tensor) -> torch.Tensor:
+    return x.to_dense() if x.is_sparse else x
