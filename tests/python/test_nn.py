@@ -3,6 +3,7 @@ implementation of its math (float64, forward and backward), eval-mode determinis
 GCN normalisation cache and a smoke run of examples/train.py."""
 
 import copy
+import functools
 import json
 import subprocess
 import sys
@@ -155,12 +156,25 @@ CASES = {
 GRAPHS = {"awkward": awkward_graph(), "random": random_graph(11, 40, seed=3)}
 
 
-# "reference" always checks the plain-torch backend; "auto" checks what users get by default
-# (the fused backend wherever it supports the program, the reference backend elsewhere).
-BACKENDS = ["reference", "auto"]
+# Every layer's programs are forced onto each backend, so a silent fallback of the fused path to
+# the reference executor cannot hide a gap; "fused" is skipped where this build has no fused backend.
+BACKENDS = ["reference", "fused"]
+
+
+@functools.lru_cache(maxsize=None)
+def fused_available():
+    from seastar.nn.gcn_conv import weighted_sum
+    g = make(torch.tensor([[0, 1], [1, 0]]), 2)
+    try:
+        weighted_sum(g, backend="fused", h=torch.ones(2, 3), w=torch.ones(2, 1))
+        return True
+    except NotImplementedError:
+        return False
 
 
 def build(case, seed=0, backend=None):
+    if backend == "fused" and not fused_available():
+        pytest.skip("no fused backend in this build")
     torch.manual_seed(seed)
     layer = snn.set_backend(CASES[case][0]().to(DT), backend)
     if hasattr(layer, "eps") and isinstance(layer.eps, torch.nn.Parameter):
@@ -210,13 +224,14 @@ def test_matches_plain_torch(case, graph, backend):
         torch.testing.assert_close(g, e, **TOL, msg=lambda m: f"gradient of {name}: {m}")
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_matches_plain_torch_on_tricky_graphs(case, tricky_graph):
+def test_matches_plain_torch_on_tricky_graphs(case, tricky_graph, backend):
     """The shared hazard graphs of conftest.py (no edges, hubs, typed graphs whose types the
-    layers ignore), forward and backward, reference backend."""
+    layers ignore), forward and backward."""
     g = tricky_graph.graph
     ei, n = g.edge_index.long(), g.num_nodes
-    layer = build(case, backend="reference").eval()
+    layer = build(case, backend=backend).eval()
     torch.manual_seed(2)
     xa = torch.randn(n, F_IN, dtype=DT, requires_grad=True)
     xb = xa.detach().clone().requires_grad_()
@@ -227,19 +242,42 @@ def test_matches_plain_torch_on_tricky_graphs(case, tricky_graph):
     torch.testing.assert_close(torch.autograd.grad(out, xa, gout)[0], torch.autograd.grad(expect, xb, gout)[0], **TOL)
 
 
-def test_gat_attention_dropout_is_a_mask_on_alpha():
-    """Training-mode GAT multiplies alpha by a Bernoulli(1-p)/(1-p) mask [E, H, 1] drawn once."""
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gat_attention_dropout_is_a_mask_on_alpha(backend, monkeypatch):
+    """Training-mode GAT multiplies alpha by one per-edge mask [E, H, 1] (incl. self loops)."""
+    if backend == "fused" and not fused_available():
+        pytest.skip("no fused backend in this build")
+    import seastar.nn.gat_conv as gat_mod
     ei, n = awkward_graph()
     p = 0.4
-    layer = snn.GATConv(F_IN, 3, heads=2, dropout=p).to(DT).train()
-    x = torch.randn(n, F_IN, dtype=DT)
-    torch.manual_seed(123)
-    out = layer(make(ei, n), x)
     e_loops = with_loops(ei, n, remove_existing=True).shape[1]
-    torch.manual_seed(123)
-    mask = torch.empty(e_loops, 2, 1, dtype=DT).bernoulli_(1 - p).div_(1 - p)
+    torch.manual_seed(7)
+    mask = (torch.rand(e_loops, 2, 1) >= p).to(DT) / (1 - p)
+    seen = []
+
+    def fixed_mask(shape, prob, like):
+        seen.append((tuple(shape), prob))
+        return mask
+    monkeypatch.setattr(gat_mod, "dropout_mask", fixed_mask)
+    layer = snn.GATConv(F_IN, 3, heads=2, dropout=p, backend=backend).to(DT).train()
+    x = torch.randn(n, F_IN, dtype=DT)
+    out = layer(make(ei, n), x)
+    assert seen == [((e_loops, 2, 1), p)]
     torch.testing.assert_close(out, ref_gat(ei, n, x, layer, mask=mask[..., 0]), **TOL)
     assert not torch.allclose(out, layer.eval()(make(ei, n), x))
+    assert len(seen) == 1  # no mask in eval mode
+
+
+def test_dropout_mask_statistics():
+    from seastar.nn._utils import dropout_mask
+    torch.manual_seed(0)
+    like = torch.empty(0, dtype=DT)
+    m = dropout_mask((200_000, 2), 0.6, like)
+    assert m.dtype == DT and m.shape == (200_000, 2)
+    assert set(m.unique().tolist()) == {0.0, 1 / 0.4}
+    assert abs((m == 0).double().mean().item() - 0.6) < 0.01
+    assert abs(m.mean().item() - 1.0) < 0.02
+    assert torch.equal(dropout_mask((3,), 1.0, like), torch.zeros(3, dtype=DT))
 
 
 @pytest.mark.parametrize("case", ["gat_dropout", "appnp_dropout"])
@@ -301,12 +339,15 @@ def test_sparse_features_match_dense(case):
     (out_s * w_dense).sum().backward()  # gradients flow to the weights from a sparse input
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("shape", [(), (3,), (2, 1)])
-def test_edge_softmax(shape):
+def test_edge_softmax(shape, backend):
+    if backend == "fused" and not fused_available():
+        pytest.skip("no fused backend in this build")
     ei, n = awkward_graph()
     g = make(ei, n)
     s = (torch.randn((ei.shape[1],) + shape, dtype=DT) * 5).requires_grad_()
-    out = snn.edge_softmax(g, s)
+    out = snn.edge_softmax(g, s, backend=backend)
     assert out.shape == s.shape
     s2 = s.detach().clone().requires_grad_()
     expect = segment_softmax(s2, ei[1], n)

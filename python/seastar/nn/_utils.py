@@ -111,10 +111,13 @@ def gcn_norm(cache: GraphCache, graph: Graph, add_self_loops: bool, device, dtyp
 
 
 def dropout_mask(shape, p: float, like: torch.Tensor) -> torch.Tensor:
-    """Inverted-dropout mask: Bernoulli(1 - p) / (1 - p), in ``like``'s dtype and device."""
+    """Inverted-dropout mask: Bernoulli(1 - p) / (1 - p), in ``like``'s dtype and device.
+
+    Drawn as ``uniform >= p`` (about 3x faster than ``bernoulli_`` on CPU; same distribution)."""
     if p >= 1.0:
         return like.new_zeros(shape)
-    return like.new_empty(shape).bernoulli_(1.0 - p).div_(1.0 - p)
+    keep = like.new_empty(shape).uniform_() >= p
+    return keep.to(like.dtype).mul_(1.0 / (1.0 - p))
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:

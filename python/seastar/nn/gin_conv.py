@@ -6,16 +6,9 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .. import ops as ss
 from ..graph import Graph
-from ..program import vertex_program
 from ._utils import check_graph, dense
-
-
-@vertex_program(name="gin")
-def gin(v, eps):
-    """(1 + eps) * h_i + sum of h_j over in-edges; eps is a parameter of shape [1]."""
-    return (1.0 + eps) * v.h + ss.sum(e.src.h for e in v.in_edges())
+from .gcn_conv import neighbour_sum
 
 
 class GINConv(nn.Module):
@@ -23,8 +16,9 @@ class GINConv(nn.Module):
 
     ``nn`` is any module applied row-wise (usually an MLP); ``eps`` is a constant, or a learned
     parameter with ``train_eps=True`` (stored as ``eps`` either way, a buffer when fixed, as PyG).
-    The self term and the neighbour sum are one vertex program (``eps`` bound as a parameter);
-    ``nn`` is dense torch.
+    The neighbour sum is a vertex program; the self term ``(1 + eps) * x_i`` and ``nn`` are dense
+    torch (kept out of the program so a learned ``eps`` needs no reduction of a parameter
+    gradient over all rows inside it).
 
     Memory per forward + backward (floats; N vertices, E edges, F_in input): fused backend
     ``N*F_in`` (x) + ``N*F_in`` (the aggregate) + the MLP's own activations + the same for
@@ -55,8 +49,9 @@ class GINConv(nn.Module):
 
     def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
         check_graph("GINConv", graph, x)
-        eps = self.eps.to(x.dtype)
-        return self.nn(gin(graph, backend=self.backend, h=dense(x), eps=eps))
+        x = dense(x)
+        agg = neighbour_sum(graph, backend=self.backend, h=x)
+        return self.nn((1.0 + self.eps.to(x.dtype)) * x + agg)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"
