@@ -13,22 +13,48 @@ namespace seastar::codegen {
 using namespace ir;
 
 std::string unsupported_reason(const Module& m) {
-  for (const Value& v : m.values) {
-    switch (v.op) {
-      case Op::sum_rows: case Op::sum_rows_typed: case Op::outer:
-        return std::string("the fused CPU backend does not yet reduce parameter gradients over all rows ('") +
-               op_info(v.op).name + "' at " + v.loc.str() + "); compute x @ W outside the program or use "
-               "backend='reference'";
-      default:
-        break;
-    }
-  }
-  for (int o : m.outputs)
-    if (m.at(o).space == Space::Param) return "a Param-space output";
+  for (const Value& v : m.values)
+    if (v.op == Op::fmax && v.space == Space::Param)
+      return "a feature max of a parameter";  // no kernel computes Param-space reductions yet
   return "";
 }
 
+bool is_row_reduction(const Value& v) { return v.op == Op::sum_rows || v.op == Op::sum_rows_typed; }
+
+namespace {
+
+/// For softmax value `y`: the agg_sum.G(y * f) nodes that consume it, or empty when y has any
+/// other use (then the online form does not apply and y is computed in three passes).
+std::vector<int> online_uses(const Module& m, int y, const std::vector<std::vector<int>>& users) {
+  std::vector<int> sums;
+  for (int o : m.outputs)
+    if (o == y) return {};
+  for (int u : users[y]) {
+    const Value& mul = m.at(u);
+    if (mul.op != Op::mul || mul.inputs[0] == mul.inputs[1] || users[u].empty()) return {};
+    for (int o : m.outputs)
+      if (o == u) return {};
+    for (int a : users[u]) {
+      const Value& agg = m.at(a);
+      if (agg.op != Op::agg_sum || agg.group != m.at(y).group) return {};
+      sums.push_back(a);
+    }
+  }
+  return sums;
+}
+
+}  // namespace
+
 Module lower_softmax(const Module& m) {
+  std::vector<std::vector<int>> users(m.size());
+  for (const Value& v : m.values)
+    for (int in : v.inputs) users[in].push_back(v.id);
+  // online form: agg_sum.G(softmax.G(s) * f) -> agg_softmax_sum.G(s, f), one pass over the edges
+  std::map<int, int> online;  // agg_sum id -> softmax id
+  for (const Value& v : m.values)
+    if (v.op == Op::softmax)
+      for (int a : online_uses(m, v.id, users)) online[a] = v.id;
+
   Module out;
   std::vector<int> remap(m.size(), -1);
   auto add = [&](Op op, std::vector<int> ins, Group g, const Loc& loc) {
@@ -38,6 +64,14 @@ Module lower_softmax(const Module& m) {
     return out.add(std::move(v));
   };
   for (const Value& orig : m.values) {
+    auto on = online.find(orig.id);
+    if (on != online.end()) {
+      const Value& mul = m.at(orig.inputs[0]);
+      int f = mul.inputs[0] == on->second ? mul.inputs[1] : mul.inputs[0];
+      int s = remap[m.at(on->second).inputs[0]];
+      remap[orig.id] = add(Op::agg_softmax_sum, {s, remap[f]}, orig.group, orig.loc);
+      continue;
+    }
     if (orig.op != Op::softmax) {
       Value v = orig;
       for (int& in : v.inputs) in = remap[in];
@@ -59,17 +93,32 @@ Module lower_softmax(const Module& m) {
 namespace {
 
 bool is_agg(const Value& v) { return op_info(v.op).kind == OpKind::Aggregate; }
+/// Values a traversal kernel computes and stores: aggregations and reductions over all rows.
+bool is_reduction(const Value& v) { return is_agg(v) || is_row_reduction(v); }
 
-/// Aggregations reachable from `id`'s inputs without passing through another aggregation.
-void agg_deps(const Module& m, int id, std::set<int>& out, std::set<int>& seen) {
-  for (int in : m.at(id).inputs) {
-    if (!seen.insert(in).second) continue;
-    if (is_agg(m.at(in))) {
-      out.insert(in);
-    } else {
-      agg_deps(m, in, out, seen);
-    }
+/// The reductions a reduction reads (without passing through another reduction), split by
+/// where a traversal of `group` reads them: at the centre vertex, or anywhere else.
+struct Deps {
+  std::set<int> centre, far;
+};
+
+void walk_deps(const Module& m, int id, bool centre, Group group, Deps& out, std::set<std::pair<int, bool>>& seen) {
+  if (!seen.insert({id, centre}).second) return;
+  const Value& v = m.at(id);
+  if (is_reduction(v)) {
+    // a Param-space total is only complete when every row has been visited
+    (centre && v.space == Space::Vertex ? out.centre : out.far).insert(id);
+    return;
   }
+  for (int in : v.inputs)
+    walk_deps(m, in, v.op == Op::gather ? centre && v.group == group : centre, group, out, seen);
+}
+
+Deps reduction_deps(const Module& m, int id, Group group) {
+  Deps d;
+  std::set<std::pair<int, bool>> seen;
+  for (int in : m.at(id).inputs) walk_deps(m, in, true, group, d, seen);
+  return d;
 }
 
 }  // namespace
@@ -79,44 +128,68 @@ FusedPlan plan(const Module& input) {
   p.module = passes::simplify(lower_softmax(input));
   const Module& m = p.module;
 
-  // fuse: repeatedly take every aggregation whose aggregation inputs are done; one kernel per group
+  // fuse: kernels are formed one group at a time. A reduction joins the kernel being formed
+  // when every reduction it reads through a *far* endpoint (the neighbour) is complete in an
+  // earlier kernel, and every one it reads at the *centre* is complete or in this kernel at an
+  // earlier pass: a later pass re-traverses the centre's edges after the earlier pass finished
+  // for that centre. A reduction over all rows (a parameter gradient) joins any traversal.
   std::vector<int> pending;
-  std::map<int, std::set<int>> deps;
+  std::map<std::pair<int, Group>, Deps> deps;
   for (const Value& v : m.values)
-    if (is_agg(v)) {
-      pending.push_back(v.id);
-      std::set<int> seen;
-      agg_deps(m, v.id, deps[v.id], seen);
-    }
+    if (is_reduction(v)) pending.push_back(v.id);
+  auto deps_of = [&](int a, Group g) -> const Deps& {
+    auto key = std::make_pair(a, g);
+    auto it = deps.find(key);
+    if (it == deps.end()) it = deps.emplace(key, reduction_deps(m, a, g)).first;
+    return it->second;
+  };
   std::set<int> done;
   while (!pending.empty()) {
-    Kernel kd{Kernel::Kind::Traverse, Group::Dst, {}}, ks{Kernel::Kind::Traverse, Group::Src, {}};
-    std::vector<int> rest;
-    for (int a : pending) {
-      bool ready = std::all_of(deps[a].begin(), deps[a].end(), [&](int d) { return done.count(d) > 0; });
-      if (!ready) {
-        rest.push_back(a);
-        continue;
+    bool progress = false;
+    for (Group g : {Group::Dst, Group::Src}) {
+      Kernel k{Kernel::Kind::Traverse, g, {}, {}};
+      std::set<int> in_kernel;
+      for (int pass = 0;; ++pass) {
+        std::vector<int> added;
+        for (int a : pending) {
+          const Value& av = m.at(a);
+          if (in_kernel.count(a) || (!is_row_reduction(av) && av.group != g)) continue;
+          const Deps& d = deps_of(a, g);
+          bool ok = std::all_of(d.far.begin(), d.far.end(), [&](int x) { return done.count(x) > 0; }) &&
+                    std::all_of(d.centre.begin(), d.centre.end(),
+                                [&](int x) { return done.count(x) > 0 || in_kernel.count(x) > 0; });
+          if (ok) added.push_back(a);
+        }
+        if (added.empty()) break;
+        for (int a : added) {
+          k.values.push_back(a);
+          k.pass.push_back(pass);
+        }
+        in_kernel.insert(added.begin(), added.end());
       }
-      (m.at(a).group == Group::Dst ? kd : ks).values.push_back(a);
+      if (k.values.empty()) continue;
+      progress = true;
+      p.kernels.push_back(k);
+      done.insert(in_kernel.begin(), in_kernel.end());
+      std::vector<int> rest;
+      for (int a : pending)
+        if (!in_kernel.count(a)) rest.push_back(a);
+      pending = rest;
     }
-    if (rest.size() == pending.size()) SEASTAR_THROW(ValueError, "fuse: cyclic aggregation dependencies");
-    for (Kernel* k : {&kd, &ks})
-      if (!k->values.empty()) {
-        p.kernels.push_back(*k);
-        done.insert(k->values.begin(), k->values.end());
-      }
-    pending = rest;
+    if (!progress) SEASTAR_THROW(ValueError, "fuse: cyclic reduction dependencies");
   }
 
-  // outputs that are not aggregation results are computed by a final per-vertex / per-edge map
-  Kernel vmap{Kernel::Kind::VertexMap, Group::None, {}}, emap{Kernel::Kind::EdgeMap, Group::None, {}};
+  // outputs that are not reduction results are computed by a final per-vertex / per-edge /
+  // parameter map
+  Kernel vmap{Kernel::Kind::VertexMap, Group::None, {}}, emap{Kernel::Kind::EdgeMap, Group::None, {}},
+      pmap{Kernel::Kind::ParamMap, Group::None, {}};
   for (int o : m.outputs) {
-    if (is_agg(m.at(o))) continue;
-    (m.at(o).space == Space::Edge ? emap : vmap).values.push_back(o);
+    const Value& v = m.at(o);
+    if (is_reduction(v)) continue;
+    (v.space == Space::Edge ? emap : v.space == Space::Vertex ? vmap : pmap).values.push_back(o);
   }
-  if (!vmap.values.empty()) p.kernels.push_back(vmap);
-  if (!emap.values.empty()) p.kernels.push_back(emap);
+  for (Kernel* k : {&vmap, &emap, &pmap})
+    if (!k->values.empty()) p.kernels.push_back(*k);
 
   // plan_materialization: leaves that are bound tensors, aggregation results, outputs
   std::set<int> has_buffer;
@@ -136,7 +209,8 @@ FusedPlan plan(const Module& input) {
     has_buffer.insert(v.id);
   }
   for (const Value& v : m.values)
-    if (is_agg(v)) add_buffer({Buffer::Role::Intermediate, v.id, "", -1, Space::Vertex, numel(v.shape), v.dtype == DType::Int});
+    if (is_reduction(v))
+      add_buffer({Buffer::Role::Intermediate, v.id, "", -1, v.space, numel(v.shape), v.dtype == DType::Int});
   return p;
 }
 

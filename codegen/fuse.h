@@ -2,9 +2,14 @@
  * fuse + plan_materialization: partitions a GIR module into kernels.
  *   lower_softmax  softmax.G(s) -> m = agg_max.G(s); x = exp(s - gather.G(m)); z = agg_sum.G(x);
  *                  y = x / gather.G(z)       (max-subtracted, so finite for any logits)
- *   fuse           aggregations whose inputs are ready are grouped, one traversal kernel per
- *                  group (dst: over the CSC, src: over the CSR); every edge value is computed
- *                  inside the traversal that consumes it and never stored
+ *   fuse           reductions whose inputs are ready are grouped, one traversal kernel per
+ *                  group (dst: over the CSC, src: over the CSR); reductions that read another
+ *                  of the same kernel at the centre vertex (softmax's max, then its sum, then
+ *                  the weighted sum) become later passes over the centre's edges inside the
+ *                  same kernel; every edge value is computed where it is consumed, never stored
+ *                  parameter gradients (sum_rows over every vertex or edge) are reduced in
+ *                  whichever traversal runs, into fixed blocks of centres summed in block order,
+ *                  so they are bitwise deterministic whatever the thread count
  *   materialize    only aggregation results (O(N) per-vertex statistics) and the outputs get
  *                  buffers; Vertex expressions over them are recomputed where they are read
  */
@@ -20,12 +25,16 @@ namespace seastar::codegen {
 /// Why `m` cannot run fused (empty when it can).
 std::string unsupported_reason(const ir::Module& m);
 
+/// sum_rows / sum_rows_typed: a reduction over every vertex or edge into a Param value.
+bool is_row_reduction(const ir::Value& v);
+
 ir::Module lower_softmax(const ir::Module& m);
 
 struct Kernel {
-  enum class Kind { Traverse, VertexMap, EdgeMap } kind;
+  enum class Kind { Traverse, VertexMap, EdgeMap, ParamMap } kind;
   ir::Group group = ir::Group::None;  ///< Traverse: the centre endpoint
   std::vector<int> values;            ///< aggregations (Traverse) or outputs (maps) it stores
+  std::vector<int> pass;              ///< Traverse: the pass over the centre's edges of each value
 };
 
 /// A buffer the launcher passes to the kernels.

@@ -87,6 +87,11 @@ void infer_value(const Module& m, Value& v) {
       need_float(in(0), info.name);
       v.space = Space::Vertex, v.shape = in(0).shape;
       v.dtype = (v.op == Op::agg_argmax || v.op == Op::agg_argmin) ? DType::Int : DType::Float;
+      if (v.op == Op::agg_softmax_sum) {
+        need_float(in(1), info.name);
+        combine(in(0).space, in(1).space, info.name);
+        v.shape = broadcast(in(0).shape, in(1).shape, info.name);
+      }
       return;
     case OpKind::Other:
       break;

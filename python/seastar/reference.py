@@ -199,6 +199,13 @@ def _eval(v, values, vals, c: _Ctx, inputs, grad_outputs):
         return _arg_extreme(a, idx, c.N, "amax")
     if op == "agg_argmin":
         return _arg_extreme(a, idx, c.N, "amin")
+    if op == "agg_softmax_sum":
+        x, f = _align(a, sp(0), rank), _align(b, sp(1), rank)
+        m = _scatter(x.detach(), idx, c.N, "amax")
+        ex = torch.exp(x - m[idx])
+        z = ex.new_zeros((c.N,) + ex.shape[1:]).index_add(0, idx, ex)
+        y = ex / z[idx] * f
+        return y.new_zeros((c.N,) + y.shape[1:]).index_add(0, idx, y)
     if op == "softmax":
         m = _scatter(a.detach(), idx, c.N, "amax")
         ex = torch.exp(a - m[idx])
