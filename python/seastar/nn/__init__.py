@@ -15,13 +15,17 @@ from .gcn_conv import GCNConv
 from .gin_conv import GINConv
 from .sage_conv import SAGEConv
 from .softmax import edge_softmax
+from .rgcn_conv import RGCNConv
+from .hgt_conv import HGTConv
+from .hetero_conv import HeteroConv
 
-__all__ = ["GCNConv", "GATConv", "SAGEConv", "GINConv", "APPNP", "edge_softmax", "set_backend"]
+__all__ = ["GCNConv", "GATConv", "SAGEConv", "GINConv", "APPNP", "edge_softmax", "set_backend",
+           "RGCNConv", "HGTConv", "HeteroConv"]
 
 
 def set_backend(module, backend):
     """Sets ``backend`` ("auto", "fused", "reference" or None) on every seastar layer in ``module``."""
     for m in module.modules():
-        if isinstance(m, (GCNConv, GATConv, SAGEConv, GINConv, APPNP)):
+        if isinstance(m, (GCNConv, GATConv, SAGEConv, GINConv, APPNP, RGCNConv, HGTConv)):
             m.backend = backend
     return module
