@@ -61,7 +61,7 @@ int64_t numel(const Shape& s) {
 
 std::string Loc::str() const {
   if (file.empty()) return "<unknown location>";
-  return file + ":" + std::to_string(line);
+  return line > 0 ? file + ":" + std::to_string(line) : file;  // C++ programs have a name, no line
 }
 
 int Module::add(Value v) {
