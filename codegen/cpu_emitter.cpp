@@ -1,63 +1,19 @@
-/** \file The C++/OpenMP emitter; see cpu_emitter.h. */
+/** \file The C++/OpenMP emitter: the hooks of EmitterBase for host code; see cpu_emitter.h. */
 #include "codegen/cpu_emitter.h"
 
-#include <limits>
-#include <map>
+#include <algorithm>
 #include <sstream>
 
-#include "core/util/errors.h"
+#include "codegen/emitter_base.h"
 
 namespace seastar::codegen {
 using namespace ir;
 
 namespace {
 
-std::string lit(double x) {
-  std::ostringstream os;
-  os.precision(17);
-  if (x == std::numeric_limits<double>::infinity()) return "INFINITY";
-  if (x == -std::numeric_limits<double>::infinity()) return "(-INFINITY)";
-  os << x;
-  std::string s = os.str();
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
-}
-
-/// Index into an operand of shape `a` for flat position `k` of a broadcast result of shape `o`.
-std::string bcast_index(const Shape& a, const Shape& o, const std::string& k) {
-  if (a == o) return k;
-  if (numel(a) == 1) return "0";
-  std::string expr;
-  int64_t ostride = 1, astride = 1;
-  const size_t r = o.size(), off = r - a.size();
-  for (size_t i = r; i-- > 0;) {
-    int64_t od = o[i];
-    int64_t ad = i >= off ? a[i - off] : 1;
-    if (ad != 1) {
-      std::string term = "((" + k + " / " + std::to_string(ostride) + ") % " + std::to_string(od) + ") * " +
-                         std::to_string(astride);
-      expr += (expr.empty() ? "" : " + ") + term;
-      astride *= ad;
-    }
-    ostride *= od;
-  }
-  return expr.empty() ? "0" : "(" + expr + ")";
-}
-
-class Emitter {
+class CpuEmitter : public EmitterBase {
  public:
-  Emitter(const FusedPlan& p, const EmitOptions& o) : p_(p), m_(p.module), o_(o) {
-    for (size_t b = 0; b < p.buffers.size(); ++b) {
-      const Buffer& buf = p.buffers[b];
-      bool readable = buf.role == Buffer::Role::Input || buf.role == Buffer::Role::GradOutput;
-      if (readable && !read_.count(buf.value)) read_[buf.value] = static_cast<int>(b);
-      if (!readable) write_[buf.value].push_back(static_cast<int>(b));
-    }
-    // an aggregation result is read back from the (first) buffer it was stored to
-    for (auto& [v, bs] : write_)
-      if (!read_.count(v) && (op_info(m_.at(v).op).kind == OpKind::Aggregate || is_row_reduction(m_.at(v))))
-        read_[v] = bs.front();
-  }
+  using EmitterBase::EmitterBase;
 
   std::string run() {
     std::ostringstream out;
@@ -73,304 +29,32 @@ class Emitter {
   }
 
  private:
-  const char* ctype(const Value& v) const { return v.dtype == DType::Int ? "int64_t" : "T"; }
-
-  std::string buffer_ptr(int b, const std::string& row) const {
-    const Buffer& buf = p_.buffers[b];
-    std::string base = std::string("((") + (buf.is_int ? "int64_t" : "T") + "*)B[" + std::to_string(b) + "])";
-    if (buf.rows == Space::Param) return base;
-    return "(" + base + " + " + row + " * " + std::to_string(buf.numel) + ")";
-  }
-
-  /// The row variable of a Vertex value read through `endpoint` in the current kernel.
-  std::string endpoint_row(Group endpoint) const {
-    if (kind_ == Kernel::Kind::EdgeMap) return endpoint == Group::Src ? "s" : "d";
-    return endpoint == group_ ? "c" : "n";
-  }
-  std::ostringstream& stream_for(const std::string& row) {
-    if (kind_ == Kernel::Kind::EdgeMap) return body_;
-    if (kind_ == Kernel::Kind::VertexMap) return pre_;
-    return (row == "c" || row.empty()) ? pre_ : body_;
-  }
-
-  /// Emits code computing value `id` at `row` (once per kernel) and returns a pointer expression.
-  std::string val(int id, const std::string& row_in) {
-    const Value& v = m_.at(id);
-    const std::string row = v.space == Space::Param ? "" : (v.space == Space::Edge ? "e" : row_in);
-    auto key = std::make_pair(id, row);
-    auto hit = memo_.find(key);
-    if (hit != memo_.end()) return hit->second;
-    auto rb = read_.find(id);
-    if (rb != read_.end()) return memo_[key] = buffer_ptr(rb->second, row);
-
-    std::ostringstream& os = stream_for(row);
-    const std::string name = "v" + std::to_string(id) + (row.empty() ? "" : "_" + row);
-    const int64_t S = numel(v.shape);
-    const std::string ind = "      ";
-    auto decl = [&] { os << ind << ctype(v) << " " << name << "[" << S << "];\n"; };
-    switch (v.op) {
-      case Op::constant:
-        os << ind << "const T " << name << "[1] = {T(" << lit(v.p0) << ")};\n";
-        break;
-      case Op::edge_id:
-        os << ind << "const int64_t " << name << "[1] = {e};\n";
-        break;
-      case Op::edge_type:
-        os << ind << "const int64_t " << name << "[1] = {(int64_t)((const I*)G[11])[e]};\n";
-        break;
-      case Op::node_type:
-        os << ind << "const int64_t " << name << "[1] = {(int64_t)((const I*)G[10])[" << row << "]};\n";
-        break;
-      case Op::degree: {
-        int ptr = v.group == Group::Dst ? 0 : 4;
-        os << ind << "const T " << name << "[1] = {T(((const I*)G[" << ptr << "])[" << row << " + 1] - ((const I*)G["
-           << ptr << "])[" << row << "])};\n";
-        break;
-      }
-      case Op::gather:
-        return memo_[key] = val(v.inputs[0], endpoint_row(v.group));
-      case Op::unsqueeze:
-        return memo_[key] = val(v.inputs[0], row);
-      case Op::type_index: {
-        std::string table = val(v.inputs[0], ""), t = val(v.inputs[1], row);
-        os << ind << "const T* " << name << " = " << table << " + " << t << "[0] * " << S << ";\n";
-        break;
-      }
-      case Op::fsum: case Op::fmean: case Op::fmax: {
-        const Value& x = m_.at(v.inputs[0]);
-        std::string px = val(v.inputs[0], row);
-        int64_t L = x.shape.back();
-        decl();
-        os << ind << "for (int64_t o = 0; o < " << S << "; ++o) {\n"
-           << ind << "  T acc = " << (v.op == Op::fmax ? "-INFINITY" : "T(0)") << ";\n"
-           << ind << "  for (int64_t j = 0; j < " << L << "; ++j) "
-           << (v.op == Op::fmax ? "acc = std::max(acc, " + px + "[o * " + std::to_string(L) + " + j]);\n"
-                                : "acc += " + px + "[o * " + std::to_string(L) + " + j];\n")
-           << ind << "  " << name << "[o] = acc" << (v.op == Op::fmean ? " / T(" + std::to_string(L) + ")" : "")
-           << ";\n" << ind << "}\n";
-        break;
-      }
-      case Op::sum_to: {
-        const Value& x = m_.at(v.inputs[0]);
-        std::string px = val(v.inputs[0], row);
-        decl();
-        os << ind << "for (int64_t k = 0; k < " << S << "; ++k) " << name << "[k] = T(0);\n"
-           << ind << "for (int64_t k = 0; k < " << numel(x.shape) << "; ++k) " << name << "["
-           << bcast_index(v.shape, x.shape, "k") << "] += " << px << "[k];\n";
-        break;
-      }
-      case Op::expand: {
-        const Value& x = m_.at(v.inputs[0]);
-        std::string px = val(v.inputs[0], row);
-        decl();
-        os << ind << "for (int64_t k = 0; k < " << S << "; ++k) " << name << "[k] = " << px << "["
-           << bcast_index(x.shape, v.shape, "k") << "];\n";
-        break;
-      }
-      case Op::matvec: case Op::matvec_t: {
-        const Value &x = m_.at(v.inputs[0]), &w = m_.at(v.inputs[1]);
-        std::string px = val(v.inputs[0], row), pw = val(v.inputs[1], row);
-        int64_t K = w.shape[0], Nn = w.shape[1];
-        int64_t in = v.op == Op::matvec ? K : Nn, outn = v.op == Op::matvec ? Nn : K;
-        int64_t L = numel(x.shape) / in;
-        decl();
-        os << ind << "for (int64_t l = 0; l < " << L << "; ++l) {\n";
-        if (v.op == Op::matvec) {
-          os << ind << "  T* y = " << name << " + l * " << outn << ";\n"
-             << ind << "  for (int64_t j = 0; j < " << Nn << "; ++j) y[j] = T(0);\n"
-             << ind << "  for (int64_t i = 0; i < " << K << "; ++i) {\n"
-             << ind << "    const T xi = " << px << "[l * " << K << " + i];\n"
-             << ind << "    const T* wr = " << pw << " + i * " << Nn << ";\n"
-             << ind << "    #pragma omp simd\n"
-             << ind << "    for (int64_t j = 0; j < " << Nn << "; ++j) y[j] += xi * wr[j];\n"
-             << ind << "  }\n";
-        } else {
-          os << ind << "  for (int64_t i = 0; i < " << K << "; ++i) {\n"
-             << ind << "    T acc = T(0);\n"
-             << ind << "    for (int64_t j = 0; j < " << Nn << "; ++j) acc += " << px << "[l * " << Nn
-             << " + j] * " << pw << "[i * " << Nn << " + j];\n"
-             << ind << "    " << name << "[l * " << K << " + i] = acc;\n"
-             << ind << "  }\n";
-        }
-        os << ind << "}\n";
-        break;
-      }
-      case Op::outer: {
-        const Value &x = m_.at(v.inputs[0]), &g = m_.at(v.inputs[1]);
-        std::string px = val(v.inputs[0], row), pg = val(v.inputs[1], row);
-        const int64_t K = x.shape.back(), Nn = g.shape.back(), L = numel(x.shape) / K;
-        decl();
-        os << ind << "for (int64_t k = 0; k < " << S << "; ++k) " << name << "[k] = T(0);\n"
-           << ind << "for (int64_t l = 0; l < " << L << "; ++l)\n"
-           << ind << "  for (int64_t i = 0; i < " << K << "; ++i) {\n"
-           << ind << "    const T xi = " << px << "[l * " << K << " + i];\n"
-           << ind << "    #pragma omp simd\n"
-           << ind << "    for (int64_t j = 0; j < " << Nn << "; ++j) " << name << "[i * " << Nn << " + j] += xi * " << pg
-           << "[l * " << Nn << " + j];\n"
-           << ind << "  }\n";
-        break;
-      }
-      default: {
-        const OpInfo& info = op_info(v.op);
-        if (info.kind != OpKind::Unary && info.kind != OpKind::Binary)
-          SEASTAR_THROW(NotImplementedError, "the C++ emitter cannot compute '", info.name, "' here (", v.loc.str(), ")");
-        std::string pa = val(v.inputs[0], row);
-        std::string pb = info.kind == OpKind::Binary ? val(v.inputs[1], row) : "";
-        decl();
-        os << ind << "{\n" << ind << "  const double p0 = " << lit(v.p0) << ", p1 = " << lit(v.p1) << ";\n"
-           << ind << "  (void)p0; (void)p1;\n"
-           << ind << "  #pragma omp simd\n"
-           << ind << "  for (int64_t k = 0; k < " << S << "; ++k) {\n"
-           << ind << "    const auto a = " << pa << "[" << bcast_index(m_.at(v.inputs[0]).shape, v.shape, "k") << "];\n";
-        if (info.kind == OpKind::Binary)
-          os << ind << "    const auto b = " << pb << "[" << bcast_index(m_.at(v.inputs[1]).shape, v.shape, "k")
-             << "];\n";
-        os << ind << "    " << name << "[k] = " << info.c_expr << ";\n" << ind << "  }\n" << ind << "}\n";
-        break;
-      }
-    }
-    return memo_[key] = name;
-  }
-
-  void store(std::ostringstream& os, int value, const std::string& src, const std::string& row, int64_t S) {
-    for (int b : write_[value])
-      os << "      { auto* o = " << buffer_ptr(b, row) << "; for (int64_t k = 0; k < " << S << "; ++k) o[k] = "
-         << src << "[k]; }\n";
-  }
-
-  /// Emits the accumulator of reduction `a` of a traversal: its initialisation, the update per
-  /// edge, and the finalisation and store per centre (or the per-block partial sums of a
-  /// reduction over all rows).
-  void reduction(int a, std::ostringstream& init, std::ostringstream& update, std::ostringstream& fin,
-                 std::ostringstream& partials, std::ostringstream& reduce, int64_t& partial_elems) {
-    const Value& av = m_.at(a);
-    const int64_t S = numel(av.shape);
-    const std::string acc = "acc" + std::to_string(a);
-    if (is_row_reduction(av)) {
-      // parameter gradient: a private partial sum per block of centres, summed in block order
-      const Value& x = m_.at(av.inputs[0]);
-      const bool edge = x.space == Space::Edge;
-      const std::string row = edge ? "e" : "c";
-      std::string px = val(av.inputs[0], row);
-      std::string slot = "pp" + std::to_string(a);
-      if (av.op == Op::sum_rows_typed) slot += " + " + val(av.inputs[1], row) + "[0] * " + std::to_string(numel(x.shape));
-      std::ostringstream& os = edge ? update : fin;
-      os << (edge ? "        " : "      ") << "{ T* p = " << slot << "; const T* y = " << px
-         << "; for (int64_t k = 0; k < " << numel(x.shape) << "; ++k) p[k] += y[k]; }\n";
-      partials << "  std::vector<T> part" << a << "((size_t)NB * " << S << ", T(0));\n";
-      reduce << "  for (int64_t k = 0; k < " << S << "; ++k) {\n    T sum = T(0);\n"
-             << "    for (int64_t b = 0; b < NB; ++b) sum += part" << a << "[b * " << S << " + k];\n";
-      for (int bo : write_[a]) reduce << "    " << buffer_ptr(bo, "") << "[k] = sum;\n";
-      reduce << "  }\n";
-      block_ptrs_ << "    T* pp" << a << " = part" << a << ".data() + b * " << S << ";\n";
-      partial_elems += S;
-      return;
-    }
-    std::string x = val(av.inputs[0], "e");
-    switch (av.op) {
-      case Op::agg_sum: case Op::agg_mean:
-        init << "      T " << acc << "[" << S << "];\n      for (int64_t k = 0; k < " << S << "; ++k) " << acc
-             << "[k] = T(0);\n";
-        update << "        #pragma omp simd\n        for (int64_t k = 0; k < " << S << "; ++k) " << acc
-               << "[k] += " << x << "[k];\n";
-        if (av.op == Op::agg_mean)
-          fin << "      { const T inv = T(1) / T(std::max<int64_t>(end - beg, 1)); for (int64_t k = 0; k < " << S
-              << "; ++k) " << acc << "[k] *= inv; }\n";
-        break;
-      case Op::agg_max: case Op::agg_min: {
-        const char* cmp = av.op == Op::agg_max ? ">" : "<";
-        init << "      T " << acc << "[" << S << "];\n      for (int64_t k = 0; k < " << S << "; ++k) " << acc
-             << "[k] = " << (av.op == Op::agg_max ? "-INFINITY" : "INFINITY") << ";\n";
-        update << "        for (int64_t k = 0; k < " << S << "; ++k) if (" << x << "[k] " << cmp << " " << acc
-               << "[k]) " << acc << "[k] = " << x << "[k];\n";
-        fin << "      if (end == beg) for (int64_t k = 0; k < " << S << "; ++k) " << acc << "[k] = T(0);\n";
-        break;
-      }
-      case Op::agg_softmax_sum: {
-        // online softmax: running max m, running normaliser z and running weighted sum, each
-        // rescaled by exp(m_old - m_new) when the max grows, so one pass over the edges suffices
-        const Value &sv = m_.at(av.inputs[0]), &fv = m_.at(av.inputs[1]);
-        const int64_t Ss = numel(sv.shape);
-        const std::string f = val(av.inputs[1], "e"), id = std::to_string(a);
-        const std::string is = bcast_index(sv.shape, av.shape, "k"), jf = bcast_index(fv.shape, av.shape, "k");
-        init << "      T mx" << id << "[" << Ss << "], zz" << id << "[" << Ss << "], " << acc << "[" << S << "];\n"
-             << "      for (int64_t q = 0; q < " << Ss << "; ++q) { mx" << id << "[q] = -INFINITY; zz" << id
-             << "[q] = T(0); }\n"
-             << "      for (int64_t k = 0; k < " << S << "; ++k) " << acc << "[k] = T(0);\n";
-        update << "        {\n          T sc[" << Ss << "], w[" << Ss << "];\n"
-               << "          for (int64_t q = 0; q < " << Ss << "; ++q) {\n"
-               << "            const T mn = " << x << "[q] > mx" << id << "[q] ? " << x << "[q] : mx" << id << "[q];\n"
-               << "            sc[q] = std::exp(mx" << id << "[q] - mn);\n"
-               << "            w[q] = std::exp(" << x << "[q] - mn);\n"
-               << "            zz" << id << "[q] = zz" << id << "[q] * sc[q] + w[q];\n"
-               << "            mx" << id << "[q] = mn;\n          }\n"
-               << "          for (int64_t k = 0; k < " << S << "; ++k) " << acc << "[k] = " << acc << "[k] * sc[" << is
-               << "] + w[" << is << "] * " << f << "[" << jf << "];\n        }\n";
-        fin << "      for (int64_t k = 0; k < " << S << "; ++k) " << acc << "[k] = end > beg ? " << acc << "[k] / zz"
-            << id << "[" << is << "] : T(0);\n";
-        break;
-      }
-      case Op::agg_argmax: case Op::agg_argmin: {
-        const char* cmp = av.op == Op::agg_argmax ? ">" : "<";
-        const std::string best = "best" + std::to_string(a);
-        init << "      T " << best << "[" << S << "];\n      int64_t " << acc << "[" << S << "];\n"
-             << "      for (int64_t k = 0; k < " << S << "; ++k) { " << best << "[k] = "
-             << (av.op == Op::agg_argmax ? "-INFINITY" : "INFINITY") << "; " << acc << "[k] = -1; }\n";
-        update << "        for (int64_t k = 0; k < " << S << "; ++k) if (" << acc << "[k] < 0 || " << x << "[k] "
-               << cmp << " " << best << "[k] || (" << x << "[k] == " << best << "[k] && e < " << acc
-               << "[k])) { " << best << "[k] = " << x << "[k]; " << acc << "[k] = e; }\n";
-        break;
-      }
-      default:
-        SEASTAR_THROW(NotImplementedError, "no fused rule for aggregation '", op_info(av.op).name, "'");
-    }
-    store(fin, a, acc, "c", S);
-  }
-
   std::string kernel(int index, const Kernel& k) {
-    kind_ = k.kind;
-    group_ = k.group;
-    memo_.clear();
-    pre_.str("");
-    body_.str("");
-    block_ptrs_.str("");
-    std::ostringstream out, init, update, fin;
-    out << "// kernel " << index << ": ";
-    if (k.kind == Kernel::Kind::Traverse) {
-      out << (k.group == Group::Dst ? "in-edges (CSC), destination-parallel" : "out-edges (CSR), source-parallel");
-    } else {
-      out << (k.kind == Kernel::Kind::VertexMap ? "per-vertex outputs"
-                                                : k.kind == Kernel::Kind::EdgeMap ? "per-edge outputs" : "parameter outputs");
-    }
-    out << "; computes";
-    for (int v : k.values) out << " %" << v;
-    out << "\nstatic void kernel_" << index << "(const int64_t N, const int64_t E, void* const* G, void* const* B) {\n"
+    begin_kernel(k);
+    std::ostringstream out, fin;
+    out << kernel_comment(index, k)
+        << "static void kernel_" << index << "(const int64_t N, const int64_t E, void* const* G, void* const* B) {\n"
         << "  (void)N; (void)E;\n";
 
     if (k.kind == Kernel::Kind::Traverse) {
-      std::ostringstream partials, reduce, passes;
-      int64_t partial_elems = 0;
-      int last_pass = 0;
-      for (int ps : k.pass) last_pass = std::max(last_pass, ps);
-      for (int pass = 0; pass <= last_pass; ++pass) {
-        // edge-level values live inside one pass's edge loop; centre values stay in scope
-        for (auto it = memo_.begin(); it != memo_.end();)
-          it = (it->first.second == "e" || it->first.second == "n") ? memo_.erase(it) : std::next(it);
-        pre_.str("");
-        body_.str("");
-        std::ostringstream init, update, fin;
-        for (size_t i = 0; i < k.values.size(); ++i)
-          if (k.pass[i] == pass) reduction(k.values[i], init, update, fin, partials, reduce, partial_elems);
-        passes << "      // pass " << pass << "\n" << pre_.str() << init.str()
-               << "      for (int64_t j = beg; j < end; ++j) {\n"
-               << "        const int64_t n = nbr[j], e = eid[j];\n        (void)n;\n"
-               << indent(body_.str()) << update.str() << "      }\n" << fin.str();
+      Traversal t = traversal(k);
+      std::ostringstream partials, reduce, block_ptrs;
+      for (const RowReduction& r : t.rows) {
+        const std::string a = std::to_string(r.value), S = std::to_string(r.numel);
+        partials << "  std::vector<T> part" << a << "((size_t)NB * " << S << ", T(0));\n";
+        reduce << "  for (int64_t k = 0; k < " << S << "; ++k) {\n    T sum = T(0);\n"
+               << "    for (int64_t b = 0; b < NB; ++b) sum += part" << a << "[b * " << S << " + k];\n";
+        for (int bo : write_[r.value]) reduce << "    " << buffer_ptr(bo, "") << "[k] = sum;\n";
+        reduce << "  }\n";
+        block_ptrs << "    T* pp" << a << " = part" << a << ".data() + b * " << S << ";\n";
       }
       int ptr = k.group == Group::Dst ? 0 : 4;
       // Blocks of consecutive centres in degree order (hubs first), handed out dynamically. The
       // block count depends only on N and the partial sums' size, never on the thread count, so
       // parameter gradients are summed in the same order on every run.
-      const int64_t max_blocks = partial_elems == 0 ? 4096 : std::max<int64_t>(1, std::min<int64_t>(1024, (int64_t(1) << 23) / partial_elems));
+      const int64_t max_blocks =
+          t.partial_elems == 0 ? 4096
+                               : std::max<int64_t>(1, std::min<int64_t>(1024, (int64_t(1) << 23) / t.partial_elems));
       out << "  const I* ptr = (const I*)G[" << ptr << "];\n  const I* nbr = (const I*)G[" << ptr + 1 << "];\n"
           << "  const I* eid = (const I*)G[" << ptr + 2 << "];\n  const I* order = (const I*)G[" << ptr + 3 << "];\n"
           << "  const int64_t NB = std::max<int64_t>(1, std::min<int64_t>(N, " << max_blocks << "));\n"
@@ -378,11 +62,11 @@ class Emitter {
           << partials.str()
           << "  #pragma omp parallel for schedule(dynamic, 1)\n"
           << "  for (int64_t b = 0; b < NB; ++b) {\n"
-          << block_ptrs_.str()
+          << block_ptrs.str()
           << "    for (int64_t i = b * BS; i < std::min(N, (b + 1) * BS); ++i) {\n"
           << "      const int64_t c = order[i];\n"
           << "      const int64_t beg = ptr[c], end = ptr[c + 1];\n"
-          << passes.str() << "    }\n  }\n" << reduce.str();
+          << t.passes << "    }\n  }\n" << reduce.str();
     } else if (k.kind == Kernel::Kind::VertexMap) {
       for (int o : k.values) store(fin, o, val(o, "c"), "c", numel(m_.at(o).shape));
       out << "  #pragma omp parallel for schedule(static)\n  for (int64_t c = 0; c < N; ++c) {\n"
@@ -400,31 +84,10 @@ class Emitter {
     out << "}\n\n";
     return out.str();
   }
-
-  static std::string indent(const std::string& s) {
-    std::string out;
-    size_t start = 0;
-    while (start < s.size()) {
-      size_t nl = s.find('\n', start);
-      out += "  " + s.substr(start, nl - start + 1);
-      start = nl + 1;
-    }
-    return out;
-  }
-
-  const FusedPlan& p_;
-  const Module& m_;
-  EmitOptions o_;
-  std::map<int, int> read_;
-  std::map<int, std::vector<int>> write_;
-  std::map<std::pair<int, std::string>, std::string> memo_;
-  std::ostringstream pre_, body_, block_ptrs_;
-  Kernel::Kind kind_ = Kernel::Kind::Traverse;
-  Group group_ = Group::None;
 };
 
 }  // namespace
 
-std::string emit_cpu(const FusedPlan& plan, const EmitOptions& options) { return Emitter(plan, options).run(); }
+std::string emit_cpu(const FusedPlan& plan, const EmitOptions& options) { return CpuEmitter(plan, options).run(); }
 
 }  // namespace seastar::codegen

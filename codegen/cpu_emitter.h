@@ -5,6 +5,8 @@
  * out_order, src, dst, node_type, edge_type} (index type I); buffers in FusedPlan::buffers order.
  * Traversal kernels are destination- (or source-) parallel with hubs scheduled first; feature
  * loops are contiguous; temporaries are named after their value ids, so output is deterministic.
+ * The value visitor is shared with the CUDA emitter (emitter_base.h); cpu_emitter.cpp holds the
+ * hooks: the OpenMP kernel skeletons and this entry point.
  */
 #pragma once
 

@@ -66,6 +66,12 @@ std::string cache_dir() {
   return std::string(home && *home ? home : "/tmp") + "/.cache/seastar/kernels";
 }
 
+std::string content_hash(const std::string& text) {
+  std::ostringstream key;
+  key << std::hex << fnv1a(text);
+  return key.str();
+}
+
 CompiledKernel compile_cpu(const std::string& source, const std::string& name) {
   static std::mutex mutex;
   static std::map<std::string, CompiledKernel> loaded;  // in-process cache by key

@@ -25,4 +25,7 @@ CompiledKernel compile_cpu(const std::string& source, const std::string& name);
 
 std::string cache_dir();
 
+/// The cache key of `text` (64-bit FNV-1a, hex); the NVRTC cache (nvrtc_compiler.h) uses it too.
+std::string content_hash(const std::string& text);
+
 }  // namespace seastar::kernels

@@ -6,6 +6,10 @@
 #include "codegen/cpu_emitter.h"
 #include "core/util/errors.h"
 #include "core/util/log.h"
+#include "kernels/cuda_emulator.h"
+#ifdef SEASTAR_WITH_CUDA
+#include "kernels/cuda_runtime.h"
+#endif
 
 namespace seastar {
 namespace {
@@ -44,6 +48,34 @@ std::string FusedProgram::source(const std::string& direction, torch::ScalarType
   return codegen::emit_cpu(side.plan, o);
 }
 
+namespace {
+
+std::string variant_name(torch::ScalarType dtype, torch::ScalarType index_dtype) {
+  return std::string(dtype == torch::kDouble ? "f64" : "f32") + (index_dtype == torch::kInt ? "_i32" : "_i64");
+}
+
+}  // namespace
+
+const codegen::CudaProgram& FusedProgram::cuda_program(const std::string& direction, torch::ScalarType dtype,
+                                                       torch::ScalarType index_dtype) {
+  if (!unsupported_.empty()) SEASTAR_THROW(NotImplementedError, unsupported_);
+  if (direction != "forward" && direction != "backward")
+    SEASTAR_THROW(ValueError, "direction must be 'forward' or 'backward', got '", direction, "'");
+  Side& side = direction == "forward" ? fwd_ : bwd_;
+  std::lock_guard<std::mutex> lock(cuda_mutex_);
+  const std::string variant = variant_name(dtype, index_dtype);
+  auto it = side.cuda.find(variant);
+  if (it == side.cuda.end()) {
+    codegen::EmitOptions o;
+    o.float_type = dtype == torch::kDouble ? "double" : "float";
+    o.index_type = index_dtype == torch::kInt ? "int32_t" : "int64_t";
+    o.name = lowered_.name + "." + direction;
+    it = side.cuda.emplace(variant, codegen::emit_cuda(side.plan, o)).first;
+    dump_stage(lowered_.name, direction + "." + variant + ".cu", it->second.source);
+  }
+  return it->second;
+}
+
 std::vector<torch::Tensor> FusedProgram::forward(const Graph& g, const std::map<std::string, torch::Tensor>& inputs) {
   return launch(fwd_, "forward", g, inputs, {});
 }
@@ -64,20 +96,31 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
 
   // dtype and device: every bound float tensor agrees
   torch::ScalarType dtype = torch::kFloat;
+  torch::Device device = torch::kCPU;
   bool first = true;
   for (const auto& [name, t] : inputs) {
     if (!t.defined()) SEASTAR_THROW(ValueError, prog, ": '", name, "' is an undefined tensor");
     if (t.scalar_type() != torch::kFloat && t.scalar_type() != torch::kDouble)
       SEASTAR_THROW(TypeError, prog, ": '", name, "' must be float32 or float64, got ", t.scalar_type());
-    if (!t.device().is_cpu())
-      SEASTAR_THROW(NotImplementedError, prog, ": '", name, "' is on ", t.device(),
-                    "; the fused backend built here runs CPU tensors");
     if (!first && t.scalar_type() != dtype)
       SEASTAR_THROW(TypeError, prog, ": inputs mix float32 and float64 ('", name, "' is ", t.scalar_type(), ")");
+    if (!first && t.device() != device)
+      SEASTAR_THROW(ValueError, prog, ": inputs are on different devices ('", name, "' is on ", t.device(),
+                    ", another input on ", device, ")");
     dtype = t.scalar_type();
+    device = t.device();
     first = false;
   }
-  const DeviceGraph& dg = g.on(torch::kCPU);
+  if (!device.is_cpu() && !device.is_cuda())
+    SEASTAR_THROW(NotImplementedError, prog, ": the fused backend runs CPU and CUDA tensors, not ", device);
+#ifndef SEASTAR_WITH_CUDA
+  if (device.is_cuda())
+    SEASTAR_THROW(NotImplementedError, prog, ": the tensors are on ", device,
+                  " but this build of Seastar has no CUDA backend (it was built without the CUDA toolkit); "
+                  "rebuild with the toolkit installed, move the tensors to the CPU, or use backend='reference'");
+#endif
+  const DeviceGraph& dg = g.on(device);
+  const auto options = torch::TensorOptions().device(device);
 
   std::vector<void*> buffers(plan.buffers.size(), nullptr);
   std::vector<torch::Tensor> keep(plan.buffers.size());
@@ -98,8 +141,8 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
       } else {
         if (buf.index >= static_cast<int>(grad_outputs.size()))
           SEASTAR_THROW(ValueError, prog, ": missing gradient of output ", buf.index);
-        t = grad_outputs[buf.index].defined() ? grad_outputs[buf.index] : torch::zeros(full, torch::dtype(dtype));
-        t = t.to(dtype);
+        t = grad_outputs[buf.index].defined() ? grad_outputs[buf.index] : torch::zeros(full, options.dtype(dtype));
+        t = t.to(device, dtype);
       }
       if (t.sizes().vec() != full) {
         if (t.numel() == ir::numel(full) && buf.role == codegen::Buffer::Role::GradOutput) {
@@ -112,30 +155,40 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
       }
       t = t.contiguous();
     } else {
-      t = torch::empty(full, torch::dtype(buf.is_int ? torch::kLong : dtype));
+      t = torch::empty(full, options.dtype(buf.is_int ? torch::kLong : dtype));
       if (buf.role == codegen::Buffer::Role::Output) outputs[buf.index] = t;
     }
     keep[b] = t;
     buffers[b] = t.data_ptr();
   }
 
-  const std::string variant = std::string(dtype == torch::kDouble ? "f64" : "f32") +
-                              (dg.index_dtype == torch::kInt ? "_i32" : "_i64");
+  auto ptr = [](const torch::Tensor& t) -> void* { return t.defined() ? t.data_ptr() : nullptr; };
+  void* graph_arrays[12] = {ptr(dg.in.ptr),  ptr(dg.in.nbr),  ptr(dg.in.eid),  ptr(dg.in.degree_order),
+                            ptr(dg.out.ptr), ptr(dg.out.nbr), ptr(dg.out.eid), ptr(dg.out.degree_order),
+                            ptr(dg.src),     ptr(dg.dst),     ptr(dg.node_type), ptr(dg.edge_type)};
+  if (device.is_cuda()) {
+#ifdef SEASTAR_WITH_CUDA
+    const codegen::CudaProgram& cuda = cuda_program(direction, dtype, dg.index_dtype);
+    kernels::launch_cuda(cuda, prog + "_" + direction + "_" + variant_name(dtype, dg.index_dtype), device.index(), N, E,
+                         graph_arrays, buffers.data());
+#endif
+    return outputs;
+  }
+  // SEASTAR_CUDA_EMULATE=1: the CUDA kernels, run by the host emulator (tests without a GPU)
+  const bool emulate = kernels::cuda_emulation_requested();
+  const std::string variant = variant_name(dtype, dg.index_dtype) + (emulate ? "_cudaemu" : "");
   kernels::CompiledKernel kernel;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = side.compiled.find(variant);
     if (it == side.compiled.end()) {
-      std::string src = source(direction, dtype, dg.index_dtype);
+      std::string src = emulate ? kernels::emulated_cuda_source(cuda_program(direction, dtype, dg.index_dtype))
+                                : source(direction, dtype, dg.index_dtype);
       dump_stage(prog, direction + "." + variant + ".cpp", src);
       it = side.compiled.emplace(variant, kernels::compile_cpu(src, prog + "_" + direction + "_" + variant)).first;
     }
     kernel = it->second;
   }
-  auto ptr = [](const torch::Tensor& t) -> void* { return t.defined() ? t.data_ptr() : nullptr; };
-  void* graph_arrays[12] = {ptr(dg.in.ptr),  ptr(dg.in.nbr),  ptr(dg.in.eid),  ptr(dg.in.degree_order),
-                            ptr(dg.out.ptr), ptr(dg.out.nbr), ptr(dg.out.eid), ptr(dg.out.degree_order),
-                            ptr(dg.src),     ptr(dg.dst),     ptr(dg.node_type), ptr(dg.edge_type)};
   const int64_t sizes[2] = {N, E};
   kernel.entry(sizes, graph_arrays, buffers.data());
   return outputs;

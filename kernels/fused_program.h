@@ -1,8 +1,8 @@
 /** \file
- * A lowered vertex program ready to run fused on CPU tensors: the forward and backward
- * FusedPlans, their generated source per (float type, index type), compiled on first use,
- * and the launch glue that binds torch tensors to the kernels' buffers. The autograd
- * function (autograd.h) is the public way to run it.
+ * A lowered vertex program ready to run fused on CPU or CUDA tensors: the forward and backward
+ * FusedPlans, their generated source per (float type, index type) and target (C++ or CUDA),
+ * compiled on first use, and the launch glue that binds torch tensors to the kernels' buffers.
+ * The autograd function (autograd.h) is the public way to run it.
  */
 #pragma once
 
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cuda_emitter.h"
 #include "codegen/fuse.h"
 #include "core/graph/graph_tensors.h"
 #include "core/passes/pipeline.h"
@@ -37,11 +38,16 @@ class FusedProgram {
 
   /// The generated C++ of one direction ("forward" / "backward") for a float and index type.
   std::string source(const std::string& direction, torch::ScalarType dtype, torch::ScalarType index_dtype);
+  /// The generated CUDA of one direction and the host-side description of its launches (built
+  /// without a GPU; compiled by NVRTC when a CUDA tensor runs it).
+  const codegen::CudaProgram& cuda_program(const std::string& direction, torch::ScalarType dtype,
+                                           torch::ScalarType index_dtype);
 
  private:
   struct Side {
     codegen::FusedPlan plan;
     std::map<std::string, kernels::CompiledKernel> compiled;  // by variant
+    std::map<std::string, codegen::CudaProgram> cuda;         // by variant
   };
   std::vector<torch::Tensor> launch(Side& side, const std::string& direction, const Graph& g,
                                     const std::map<std::string, torch::Tensor>& inputs,
@@ -51,6 +57,7 @@ class FusedProgram {
   std::string unsupported_;
   Side fwd_, bwd_;
   std::mutex mutex_;
+  std::mutex cuda_mutex_;  ///< guards the CUDA sources (launch() holds mutex_ around the C++ ones)
 };
 
 }  // namespace seastar

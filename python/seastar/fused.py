@@ -1,7 +1,10 @@
 """The fused backend's Python side: builds a ``_C.FusedProgram`` per traced signature and runs it.
 
-Generated C++ is compiled on first use (cached on disk, see ``_C.kernel_cache_dir()``); the
-C++ autograd function runs the forward kernels, and the backward kernels when gradients flow.
+CPU tensors run generated C++ (compiled by the host compiler on first use); CUDA tensors run
+generated CUDA (compiled by NVRTC for the tensors' device, launched on torch's current stream)
+when this build has the CUDA backend (``seastar._C.cuda_built``). Both are cached on disk (see
+``_C.kernel_cache_dir()``); the C++ autograd function runs the forward kernels, and the backward
+kernels when gradients flow.
 """
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ import logging
 from . import _C
 
 log = logging.getLogger("seastar")
+
+_warned_no_cuda = False
 
 
 def _program(compiled) -> "_C.FusedProgram":
@@ -21,13 +26,24 @@ def _program(compiled) -> "_C.FusedProgram":
 
 
 def why_unavailable(compiled, tensors) -> str:
-    if any(t.device.type != "cpu" for t in tensors.values()):
-        return "the fused backend of this build runs CPU tensors only"
+    devices = {t.device.type for t in tensors.values()}
+    other = devices - {"cpu", "cuda"}
+    if other:
+        return f"the fused backend runs CPU and CUDA tensors, not {sorted(other)}"
+    if "cuda" in devices and not getattr(_C, "cuda_built", False):
+        return ("the tensors are on a CUDA device but this build of Seastar has no CUDA backend (it was built "
+                "without the CUDA toolkit); rebuild with the toolkit installed, move the tensors to the CPU, "
+                "or use backend='reference'")
     return _program(compiled).unsupported
 
 
 def available(compiled, tensors) -> bool:
-    return not why_unavailable(compiled, tensors)
+    why = why_unavailable(compiled, tensors)
+    global _warned_no_cuda
+    if why and not _warned_no_cuda and "no CUDA backend" in why:
+        _warned_no_cuda = True
+        log.warning("%s; CUDA tensors run on the reference backend", why.split(";")[0])
+    return not why
 
 
 def run(compiled, graph, tensors):

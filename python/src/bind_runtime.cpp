@@ -9,6 +9,45 @@
 namespace py = pybind11;
 
 namespace seastar::python {
+namespace {
+
+py::list cuda_launches(FusedProgram& p, const std::string& direction, py::object dtype, const std::string& index) {
+  auto st = torch::python::detail::py_object_to_dtype(dtype);
+  py::list out;
+  for (const codegen::CudaLaunch& l : p.cuda_program(direction, st, index == "int64" ? torch::kLong : torch::kInt).launches) {
+    static const char* items[] = {"vertices", "edges", "chunks", "fixed"};
+    py::dict d;
+    d["name"] = l.name;
+    d["what"] = l.what;
+    d["items"] = items[static_cast<int>(l.items)];
+    d["count"] = l.count;
+    d["group_threads"] = l.mapping.group_threads;
+    d["block_threads"] = l.mapping.block_threads;
+    d["groups_per_block"] = l.mapping.groups_per_block;
+    d["elems_per_thread"] = l.mapping.elems_per_thread;
+    d["features"] = l.mapping.features;
+    d["shared_bytes"] = l.shared_bytes;
+    d["counter"] = l.counter;
+    out.append(d);
+  }
+  return out;
+}
+
+int64_t cuda_grid(const py::dict& launch, int64_t num_nodes, int64_t num_edges) {
+  codegen::CudaLaunch l;
+  const std::string items = launch["items"].cast<std::string>();
+  l.items = items == "vertices" ? codegen::CudaLaunch::Items::Vertices
+            : items == "edges"  ? codegen::CudaLaunch::Items::Edges
+            : items == "chunks" ? codegen::CudaLaunch::Items::Chunks
+                                : codegen::CudaLaunch::Items::Fixed;
+  l.count = launch["count"].cast<int64_t>();
+  l.mapping.group_threads = launch["group_threads"].cast<int>();
+  l.mapping.block_threads = launch["block_threads"].cast<int>();
+  l.mapping.groups_per_block = launch["groups_per_block"].cast<int>();
+  return kernels::grid_size(l.mapping, std::max<int64_t>(l.num_items(num_nodes, num_edges), 1));
+}
+
+}  // namespace
 
 void bind_runtime(py::module_& m) {
   py::class_<FusedProgram, std::shared_ptr<FusedProgram>>(m, "FusedProgram")
@@ -17,7 +56,15 @@ void bind_runtime(py::module_& m) {
       .def("source", [](FusedProgram& p, const std::string& direction, py::object dtype, const std::string& index) {
         auto st = torch::python::detail::py_object_to_dtype(dtype);
         return p.source(direction, st, index == "int64" ? torch::kLong : torch::kInt);
-      }, py::arg("direction"), py::arg("dtype"), py::arg("index_dtype") = "int32");
+      }, py::arg("direction"), py::arg("dtype"), py::arg("index_dtype") = "int32")
+      // the CUDA backend's source and launch plan, available without a GPU (see bind_cuda.cpp)
+      .def("cuda_source", [](FusedProgram& p, const std::string& direction, py::object dtype, const std::string& index) {
+        auto st = torch::python::detail::py_object_to_dtype(dtype);
+        return p.cuda_program(direction, st, index == "int64" ? torch::kLong : torch::kInt).source;
+      }, py::arg("direction"), py::arg("dtype"), py::arg("index_dtype") = "int32")
+      .def("cuda_launches", &cuda_launches, py::arg("direction"), py::arg("dtype"), py::arg("index_dtype") = "int32")
+      .def_static("cuda_grid", &cuda_grid, py::arg("launch"), py::arg("num_nodes"), py::arg("num_edges"),
+                  "Blocks a launch (a dict of cuda_launches) takes for a graph of that size (no device cap).");
   m.def("fused_apply", &apply_fused, py::arg("program"), py::arg("graph"), py::arg("names"), py::arg("tensors"),
         "Runs a FusedProgram with autograd; returns its outputs.");
   m.def("kernel_cache_dir", &kernels::cache_dir);

@@ -1,0 +1,70 @@
+# The optional CUDA backend. Seastar never links the CUDA runtime or driver at build time:
+# NVRTC (libnvrtc) and the driver API (libcuda) are dlopen'ed at first use, so `import seastar`
+# works on machines without a GPU, a driver or a toolkit. What the build needs is the toolkit's
+# headers (nvrtc.h, cuda.h, cuda_runtime_api.h for torch's CUDA headers) and a torch package
+# built with CUDA (libtorch_cuda, libc10_cuda), for the launch glue on torch's current stream.
+#
+# Defines SEASTAR_WITH_CUDA (CMake variable and, on seastar_cuda_config, a compile definition).
+option(SEASTAR_ENABLE_CUDA "Build the CUDA backend when a CUDA toolkit is found" ON)
+set(SEASTAR_WITH_CUDA OFF)
+add_library(seastar_cuda_config INTERFACE)
+
+if(SEASTAR_ENABLE_CUDA)
+  find_package(CUDAToolkit QUIET)
+  set(_cuda_inc "")
+  if(CUDAToolkit_FOUND)
+    set(_cuda_inc ${CUDAToolkit_INCLUDE_DIRS})
+  else()
+    # find_package(CUDAToolkit) wants nvcc on the PATH; the headers are all Seastar needs. Last
+    # resort: the headers of the NVIDIA pip packages that torch's CUDA 13 wheels depend on.
+    get_filename_component(_site ${SEASTAR_TORCH_DIR} DIRECTORY)
+    foreach(_inc $ENV{CUDA_HOME}/include $ENV{CUDA_PATH}/include /usr/local/cuda/include ${_site}/nvidia/cu13/include)
+      if(EXISTS ${_inc}/nvrtc.h AND EXISTS ${_inc}/cuda.h AND EXISTS ${_inc}/cuda_runtime_api.h)
+        set(_cuda_inc ${_inc})
+        break()
+      endif()
+    endforeach()
+  endif()
+  if(_cuda_inc AND NOT EXISTS ${SEASTAR_TORCH_LIB_DIR}/libtorch_cuda.so)
+    message(STATUS "Seastar: CUDA toolkit found but torch (${SEASTAR_TORCH_VERSION}) has no CUDA: CPU-only build")
+  elseif(_cuda_inc)
+    set(SEASTAR_WITH_CUDA ON)
+    set(SEASTAR_CUDA_INCLUDE_DIRS ${_cuda_inc})
+    message(STATUS "Seastar: CUDA backend on (headers in ${_cuda_inc}; NVRTC and the driver are loaded at run time)")
+    target_compile_definitions(seastar_cuda_config INTERFACE SEASTAR_WITH_CUDA=1)
+    target_include_directories(seastar_cuda_config SYSTEM INTERFACE ${_cuda_inc})
+    # torch's CUDA libraries, for at::cuda::getCurrentCUDAStream (the launch glue only), and the
+    # CUDA runtime torch itself loads (c10's inline CUDA helpers call it), so that executables
+    # link too (a Python extension would find it in the process)
+    get_filename_component(_site ${SEASTAR_TORCH_DIR} DIRECTORY)
+    get_filename_component(_cuda_root ${_cuda_inc} DIRECTORY)
+    find_file(SEASTAR_CUDART NAMES libcudart.so.13 libcudart.so.12 libcudart.so
+      HINTS ${_site}/nvidia/cu13/lib ${_site}/nvidia/cuda_runtime/lib ${_cuda_root}/lib64 ${_cuda_root}/lib
+      NO_DEFAULT_PATH)
+    add_library(seastar_torch_cuda_libs INTERFACE)
+    target_link_libraries(seastar_torch_cuda_libs INTERFACE seastar::torch
+      ${SEASTAR_TORCH_LIB_DIR}/libtorch_cuda.so ${SEASTAR_TORCH_LIB_DIR}/libc10_cuda.so)
+    if(SEASTAR_CUDART)
+      target_link_libraries(seastar_torch_cuda_libs INTERFACE ${SEASTAR_CUDART})
+    endif()
+    target_compile_definitions(seastar_torch_cuda_libs INTERFACE USE_CUDA=1)
+    add_library(seastar::torch_cuda ALIAS seastar_torch_cuda_libs)
+  else()
+    message(STATUS "CUDA toolkit not found: CPU-only build")
+  endif()
+else()
+  message(STATUS "Seastar: SEASTAR_ENABLE_CUDA=OFF: CPU-only build")
+endif()
+
+# seastar_embed_files(<output header> <C++ namespace> <files...>): a header holding each file's
+# text as a raw string literal, regenerated when a file changes. Device helpers live in real
+# .cuh files and reach NVRTC through its headers API from this header.
+function(seastar_embed_files out namespace)
+  string(REPLACE ";" "|" _files "${ARGN}")  # one command-line argument
+  add_custom_command(OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -DOUT=${out} -DNAMESPACE=${namespace} "-DFILES=${_files}"
+            -P ${PROJECT_SOURCE_DIR}/cmake/EmbedFiles.cmake
+    DEPENDS ${ARGN} ${PROJECT_SOURCE_DIR}/cmake/EmbedFiles.cmake
+    COMMENT "Embedding ${namespace} headers"
+    VERBATIM)
+endfunction()

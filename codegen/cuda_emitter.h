@@ -1,0 +1,62 @@
+/** \file
+ * The CUDA emitter: a FusedPlan -> one CUDA translation unit (compiled by NVRTC) plus the
+ * host-side description of its launches, in order. Every kernel takes one argument,
+ *   struct Args { int64_t N, E; void* G[12]; void* B[num_buffers]; unsigned long long* counters; }
+ * with G and B as in the C++ emitter (cpu_emitter.h) but device pointers, and `counters` one
+ * zeroed work counter per traversal kernel (dynamic assignment over the degree order).
+ *
+ * Thread mapping (kernels/cuda_launch_config.h): a group of threads per centre vertex (or edge)
+ * sized by the kernel's widest value; values that wide are split across the group's lanes,
+ * narrower ones (per-head scores) are kept whole by every lane; reductions of split values over
+ * a feature axis are group (warp-shuffle, then block) reductions; no atomics touch results.
+ * Needs no torch and no CUDA: the golden test of the generated source runs anywhere.
+ */
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codegen/cpu_emitter.h"
+#include "codegen/fuse.h"
+#include "kernels/cuda_launch_config.h"
+
+namespace seastar::codegen {
+
+struct CudaLaunch {
+  /// What the kernel's groups iterate over: N vertices, E edges, max(1, min(N, count)) blocks
+  /// of centres (traversals with parameter gradients), or a fixed count.
+  enum class Items { Vertices, Edges, Chunks, Fixed };
+  std::string name;              ///< the kernel's extern "C" name
+  std::string what;              ///< a one-line description (traversal, map, partial-sum reduction)
+  Items items = Items::Vertices;
+  int64_t count = 0;             ///< Chunks: the most blocks; Fixed: the items
+  kernels::ThreadMapping mapping;
+  int counter = -1;              ///< its work counter (dynamic assignment), else -1
+  int64_t shared_bytes = 0;      ///< dynamic shared memory per block
+
+  /// Items for a graph of N vertices and E edges.
+  int64_t num_items(int64_t N, int64_t E) const {
+    switch (items) {
+      case Items::Vertices: return N;
+      case Items::Edges: return E;
+      case Items::Chunks: return N < count ? (N < 1 ? 1 : N) : count;
+      case Items::Fixed: break;
+    }
+    return count;
+  }
+};
+
+struct CudaProgram {
+  std::string source;
+  std::vector<CudaLaunch> launches;  ///< in launch order
+  int num_counters = 0;
+  int num_buffers = 0;
+  int64_t scratch_elems = 0;         ///< zeroed T elements behind Args::scratch
+  int float_bytes = 4;               ///< sizeof(T)
+};
+
+/// `options.float_type` / `index_type` as for emit_cpu.
+CudaProgram emit_cuda(const FusedPlan& plan, const EmitOptions& options);
+
+}  // namespace seastar::codegen

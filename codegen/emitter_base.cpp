@@ -1,0 +1,468 @@
+/** \file The value visitor shared by the C++ and CUDA emitters; see emitter_base.h. */
+#include "codegen/emitter_base.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/util/errors.h"
+
+namespace seastar::codegen {
+using namespace ir;
+
+std::string bcast_index(const Shape& a, const Shape& o, const std::string& k) {
+  if (a == o) return k;
+  if (numel(a) == 1) return "0";
+  std::string expr;
+  int64_t ostride = 1, astride = 1;
+  const size_t r = o.size(), off = r - a.size();
+  for (size_t i = r; i-- > 0;) {
+    int64_t od = o[i];
+    int64_t ad = i >= off ? a[i - off] : 1;
+    if (ad != 1) {
+      std::string term = "((" + k + " / " + std::to_string(ostride) + ") % " + std::to_string(od) + ") * " +
+                         std::to_string(astride);
+      expr += (expr.empty() ? "" : " + ") + term;
+      astride *= ad;
+    }
+    ostride *= od;
+  }
+  return expr.empty() ? "0" : "(" + expr + ")";
+}
+
+std::string EmitterBase::lit(double x) {
+  std::ostringstream os;
+  os.precision(17);
+  if (x == std::numeric_limits<double>::infinity()) return "INFINITY";
+  if (x == -std::numeric_limits<double>::infinity()) return "(-INFINITY)";
+  os << x;
+  std::string s = os.str();
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string EmitterBase::indent(const std::string& s) {
+  std::string out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t nl = s.find('\n', start);
+    out += "  " + s.substr(start, nl - start + 1);
+    start = nl + 1;
+  }
+  return out;
+}
+
+EmitterBase::EmitterBase(const FusedPlan& p, const EmitOptions& o) : p_(p), m_(p.module), o_(o) {
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const Buffer& buf = p.buffers[b];
+    bool readable = buf.role == Buffer::Role::Input || buf.role == Buffer::Role::GradOutput;
+    if (readable && !read_.count(buf.value)) read_[buf.value] = static_cast<int>(b);
+    if (!readable) write_[buf.value].push_back(static_cast<int>(b));
+  }
+  // an aggregation result is read back from the (first) buffer it was stored to
+  for (auto& [v, bs] : write_)
+    if (!read_.count(v) && (op_info(m_.at(v).op).kind == OpKind::Aggregate || is_row_reduction(m_.at(v))))
+      read_[v] = bs.front();
+}
+
+// ---- default hooks (no split layouts in C++) ---------------------------------------------------
+
+std::string EmitterBase::split_loop(int64_t) const {
+  SEASTAR_THROW(NotImplementedError, "this emitter has no split layouts");
+}
+int64_t EmitterBase::split_extent(int64_t) const {
+  SEASTAR_THROW(NotImplementedError, "this emitter has no split layouts");
+}
+Operand EmitterBase::whole_view(std::ostringstream&, const std::string&, const Operand&, int64_t) {
+  SEASTAR_THROW(NotImplementedError, "this emitter has no split layouts");
+}
+void EmitterBase::group_reduce(std::ostringstream&, const std::string&, int64_t, const char*) {
+  SEASTAR_THROW(NotImplementedError, "this emitter has no thread groups");
+}
+std::string EmitterBase::store_stmt(const std::string& ptr, const Operand& src, int64_t S) const {
+  return "{ auto* o = " + ptr + "; " + loop(Layout::Whole, S) + "o[k] = " + src.expr + "[k]; }";
+}
+
+// ---- helpers -----------------------------------------------------------------------------------
+
+std::string EmitterBase::loop(Layout layout, int64_t S) const {
+  if (layout == Layout::Split) return split_loop(S);
+  return "for (int64_t k = 0; k < " + std::to_string(S) + "; ++k) ";
+}
+
+int64_t EmitterBase::extent(Layout layout, int64_t S) const {
+  return layout == Layout::Split ? split_extent(S) : S;
+}
+
+std::string EmitterBase::at(const Operand& o, const Shape& shape, const Shape& out) const {
+  if (o.layout == Layout::Split) {
+    if (numel(shape) != numel(out))
+      SEASTAR_THROW(ValueError, "emitter: a split operand of ", numel(shape), " elements read for ", numel(out));
+    return o.expr + "[t]";
+  }
+  return o.expr + "[" + bcast_index(shape, out, "k") + "]";
+}
+
+std::string EmitterBase::buffer_ptr(int b, const std::string& row) const {
+  const Buffer& buf = p_.buffers[b];
+  std::string base = std::string("((") + (buf.is_int ? "int64_t" : "T") + "*)" + buffer_array(b) + ")";
+  if (buf.rows == Space::Param) return base;
+  return "(" + base + " + " + row + " * " + std::to_string(buf.numel) + ")";
+}
+
+std::string EmitterBase::endpoint_row(Group endpoint) const {
+  if (kind_ == Kernel::Kind::EdgeMap) return endpoint == Group::Src ? "s" : "d";
+  return endpoint == group_ ? "c" : "n";
+}
+
+std::ostringstream& EmitterBase::stream_for(const std::string& row) {
+  if (kind_ == Kernel::Kind::EdgeMap) return body_;
+  if (kind_ == Kernel::Kind::VertexMap || kind_ == Kernel::Kind::ParamMap) return pre_;
+  return (row == "c" || row.empty()) ? pre_ : body_;
+}
+
+void EmitterBase::begin_kernel(const Kernel& k) {
+  kind_ = k.kind;
+  group_ = k.group;
+  memo_.clear();
+  pre_.str("");
+  body_.str("");
+}
+
+std::string EmitterBase::kernel_comment(int index, const Kernel& k) const {
+  std::ostringstream out;
+  out << "// kernel " << index << ": ";
+  if (k.kind == Kernel::Kind::Traverse) {
+    out << (k.group == Group::Dst ? "in-edges (CSC), destination-parallel" : "out-edges (CSR), source-parallel");
+  } else {
+    out << (k.kind == Kernel::Kind::VertexMap ? "per-vertex outputs"
+                                              : k.kind == Kernel::Kind::EdgeMap ? "per-edge outputs" : "parameter outputs");
+  }
+  out << "; computes";
+  for (int v : k.values) out << " %" << v;
+  out << "\n";
+  return out.str();
+}
+
+// ---- the visitor -------------------------------------------------------------------------------
+
+Operand EmitterBase::val(int id, const std::string& row_in) {
+  const Value& v = m_.at(id);
+  const std::string row = v.space == Space::Param ? "" : (v.space == Space::Edge ? "e" : row_in);
+  auto key = std::make_pair(id, row);
+  auto hit = memo_.find(key);
+  if (hit != memo_.end()) return hit->second;
+  auto rb = read_.find(id);
+  if (rb != read_.end()) return memo_[key] = Operand{buffer_ptr(rb->second, row), Layout::Whole};
+
+  std::ostringstream& os = stream_for(row);
+  const std::string name = "v" + std::to_string(id) + (row.empty() ? "" : "_" + row);
+  const int64_t S = numel(v.shape);
+  const std::string ind = "      ";
+  const Layout lay = layout_of(v);
+  auto decl = [&](Layout l) { os << ind << ctype(v) << " " << name << "[" << extent(l, S) << "];\n"; };
+  auto pragma = [&](Layout l, const std::string& at_ind) {
+    const std::string p = simd(l);
+    if (!p.empty()) os << at_ind << p << "\n";
+  };
+  switch (v.op) {
+    case Op::constant:
+      os << ind << "const T " << name << "[1] = {T(" << lit(v.p0) << ")};\n";
+      break;
+    case Op::edge_id:
+      os << ind << "const int64_t " << name << "[1] = {e};\n";
+      break;
+    case Op::edge_type:
+      os << ind << "const int64_t " << name << "[1] = {(int64_t)((const I*)" << graph_array(11) << ")[e]};\n";
+      break;
+    case Op::node_type:
+      os << ind << "const int64_t " << name << "[1] = {(int64_t)((const I*)" << graph_array(10) << ")[" << row << "]};\n";
+      break;
+    case Op::degree: {
+      int ptr = v.group == Group::Dst ? 0 : 4;
+      os << ind << "const T " << name << "[1] = {T(((const I*)" << graph_array(ptr) << ")[" << row
+         << " + 1] - ((const I*)" << graph_array(ptr) << ")[" << row << "])};\n";
+      break;
+    }
+    case Op::gather:
+      return memo_[key] = val(v.inputs[0], endpoint_row(v.group));
+    case Op::unsqueeze:
+      return memo_[key] = val(v.inputs[0], row);
+    case Op::type_index: {
+      std::string table = val(v.inputs[0], "").expr, t = val(v.inputs[1], row).expr;
+      os << ind << "const T* " << name << " = " << table << " + " << t << "[0] * " << S << ";\n";
+      return memo_[key] = Operand{name, Layout::Whole};
+    }
+    case Op::fsum: case Op::fmean: case Op::fmax: {
+      const Value& x = m_.at(v.inputs[0]);
+      Operand px = val(v.inputs[0], row);
+      const int64_t L = x.shape.back();
+      note_width(v);
+      decl(Layout::Whole);
+      if (px.layout == Layout::Whole) {
+        os << ind << "for (int64_t o = 0; o < " << S << "; ++o) {\n"
+           << ind << "  T acc = " << (v.op == Op::fmax ? "-INFINITY" : "T(0)") << ";\n"
+           << ind << "  for (int64_t j = 0; j < " << L << "; ++j) "
+           << (v.op == Op::fmax ? "acc = " + fn("max") + "(acc, " + px.expr + "[o * " + std::to_string(L) + " + j]);\n"
+                                : "acc += " + px.expr + "[o * " + std::to_string(L) + " + j];\n")
+           << ind << "  " << name << "[o] = acc" << (v.op == Op::fmean ? " / T(" + std::to_string(L) + ")" : "")
+           << ";\n" << ind << "}\n";
+      } else {
+        // a value split across the group: each lane reduces its elements, then the group
+        os << ind << "for (int64_t o = 0; o < " << S << "; ++o) " << name << "[o] = "
+           << (v.op == Op::fmax ? "-INFINITY" : "T(0)") << ";\n";
+        os << ind << loop(Layout::Split, numel(x.shape)) << name << "[k / " << L << "] = "
+           << (v.op == Op::fmax ? fn("max") + "(" + name + "[k / " + std::to_string(L) + "], " + px.expr + "[t])"
+                                : name + "[k / " + std::to_string(L) + "] + " + px.expr + "[t]")
+           << ";\n";
+        group_reduce(os, name, S, v.op == Op::fmax ? "Max" : "Sum");
+        if (v.op == Op::fmean)
+          os << ind << "for (int64_t o = 0; o < " << S << "; ++o) " << name << "[o] = " << name << "[o] / T(" << L
+             << ");\n";
+      }
+      break;
+    }
+    case Op::sum_to: {
+      const Value& x = m_.at(v.inputs[0]);
+      Operand px = val(v.inputs[0], row);
+      note_width(v);
+      decl(Layout::Whole);
+      os << ind << "for (int64_t k = 0; k < " << S << "; ++k) " << name << "[k] = T(0);\n";
+      if (px.layout == Layout::Whole) {
+        os << ind << "for (int64_t k = 0; k < " << numel(x.shape) << "; ++k) " << name << "["
+           << bcast_index(v.shape, x.shape, "k") << "] += " << px.expr << "[k];\n";
+      } else {
+        os << ind << loop(Layout::Split, numel(x.shape)) << name << "[" << bcast_index(v.shape, x.shape, "k")
+           << "] += " << px.expr << "[t];\n";
+        group_reduce(os, name, S, "Sum");
+      }
+      break;
+    }
+    case Op::expand: {
+      const Value& x = m_.at(v.inputs[0]);
+      Operand px = val(v.inputs[0], row);
+      note_width(v);
+      decl(lay);
+      os << ind << loop(lay, S) << name << "[" << slot(lay) << "] = " << at(px, x.shape, v.shape) << ";\n";
+      break;
+    }
+    case Op::matvec: case Op::matvec_t: {
+      const Value &x = m_.at(v.inputs[0]), &w = m_.at(v.inputs[1]);
+      Operand px = val(v.inputs[0], row), pw = val(v.inputs[1], row);
+      if (px.layout == Layout::Split) px = whole_view(os, name + "_x", px, numel(x.shape));
+      if (pw.layout == Layout::Split) pw = whole_view(os, name + "_w", pw, numel(w.shape));
+      const int64_t K = w.shape[0], Nn = w.shape[1];
+      const int64_t in = v.op == Op::matvec ? K : Nn, outn = v.op == Op::matvec ? Nn : K;
+      const int64_t L = numel(x.shape) / in;
+      note_width(v);
+      decl(lay);
+      if (lay == Layout::Split) {
+        // each lane computes its own outputs: a dot product over the input axis
+        os << ind << loop(lay, S) << "{\n" << ind << "  const int64_t l = k / " << outn << ", j = k % " << outn
+           << ";\n" << ind << "  T acc = T(0);\n";
+        if (v.op == Op::matvec) {
+          os << ind << "  for (int64_t i = 0; i < " << K << "; ++i) acc += " << px.expr << "[l * " << K << " + i] * "
+             << pw.expr << "[i * " << Nn << " + j];\n";
+        } else {
+          os << ind << "  for (int64_t i = 0; i < " << Nn << "; ++i) acc += " << px.expr << "[l * " << Nn
+             << " + i] * " << pw.expr << "[j * " << Nn << " + i];\n";
+        }
+        os << ind << "  " << name << "[t] = acc;\n" << ind << "}\n";
+        break;
+      }
+      os << ind << "for (int64_t l = 0; l < " << L << "; ++l) {\n";
+      if (v.op == Op::matvec) {
+        os << ind << "  T* y = " << name << " + l * " << outn << ";\n"
+           << ind << "  for (int64_t j = 0; j < " << Nn << "; ++j) y[j] = T(0);\n"
+           << ind << "  for (int64_t i = 0; i < " << K << "; ++i) {\n"
+           << ind << "    const T xi = " << px.expr << "[l * " << K << " + i];\n"
+           << ind << "    const T* wr = " << pw.expr << " + i * " << Nn << ";\n";
+        pragma(Layout::Whole, ind + "    ");
+        os << ind << "    for (int64_t j = 0; j < " << Nn << "; ++j) y[j] += xi * wr[j];\n"
+           << ind << "  }\n";
+      } else {
+        os << ind << "  for (int64_t i = 0; i < " << K << "; ++i) {\n"
+           << ind << "    T acc = T(0);\n"
+           << ind << "    for (int64_t j = 0; j < " << Nn << "; ++j) acc += " << px.expr << "[l * " << Nn
+           << " + j] * " << pw.expr << "[i * " << Nn << " + j];\n"
+           << ind << "    " << name << "[l * " << K << " + i] = acc;\n"
+           << ind << "  }\n";
+      }
+      os << ind << "}\n";
+      break;
+    }
+    case Op::outer: {
+      const Value &x = m_.at(v.inputs[0]), &g = m_.at(v.inputs[1]);
+      Operand px = val(v.inputs[0], row), pg = val(v.inputs[1], row);
+      if (px.layout == Layout::Split) px = whole_view(os, name + "_x", px, numel(x.shape));
+      if (pg.layout == Layout::Split) pg = whole_view(os, name + "_g", pg, numel(g.shape));
+      const int64_t K = x.shape.back(), Nn = g.shape.back(), L = numel(x.shape) / K;
+      note_width(v);
+      decl(lay);
+      if (lay == Layout::Split) {
+        os << ind << loop(lay, S) << "{\n" << ind << "  const int64_t i = k / " << Nn << ", j = k % " << Nn << ";\n"
+           << ind << "  T acc = T(0);\n"
+           << ind << "  for (int64_t l = 0; l < " << L << "; ++l) acc += " << px.expr << "[l * " << K << " + i] * "
+           << pg.expr << "[l * " << Nn << " + j];\n"
+           << ind << "  " << name << "[t] = acc;\n" << ind << "}\n";
+        break;
+      }
+      os << ind << "for (int64_t k = 0; k < " << S << "; ++k) " << name << "[k] = T(0);\n"
+         << ind << "for (int64_t l = 0; l < " << L << "; ++l)\n"
+         << ind << "  for (int64_t i = 0; i < " << K << "; ++i) {\n"
+         << ind << "    const T xi = " << px.expr << "[l * " << K << " + i];\n";
+      pragma(Layout::Whole, ind + "    ");
+      os << ind << "    for (int64_t j = 0; j < " << Nn << "; ++j) " << name << "[i * " << Nn << " + j] += xi * "
+         << pg.expr << "[l * " << Nn << " + j];\n"
+         << ind << "  }\n";
+      break;
+    }
+    default: {
+      const OpInfo& info = op_info(v.op);
+      if (info.kind != OpKind::Unary && info.kind != OpKind::Binary)
+        SEASTAR_THROW(NotImplementedError, "the emitter cannot compute '", info.name, "' here (", v.loc.str(), ")");
+      Operand pa = val(v.inputs[0], row);
+      Operand pb = info.kind == OpKind::Binary ? val(v.inputs[1], row) : Operand{};
+      note_width(v);
+      decl(lay);
+      os << ind << "{\n" << ind << "  const double p0 = " << lit(v.p0) << ", p1 = " << lit(v.p1) << ";\n"
+         << ind << "  (void)p0; (void)p1;\n";
+      pragma(lay, ind + "  ");
+      os << ind << "  " << loop(lay, S) << "{\n"
+         << ind << "    const auto a = " << at(pa, m_.at(v.inputs[0]).shape, v.shape) << ";\n";
+      if (info.kind == OpKind::Binary)
+        os << ind << "    const auto b = " << at(pb, m_.at(v.inputs[1]).shape, v.shape) << ";\n";
+      os << ind << "    " << name << "[" << slot(lay) << "] = " << scalar_expr(info.c_expr) << ";\n"
+         << ind << "  }\n" << ind << "}\n";
+      return memo_[key] = Operand{name, lay};
+    }
+  }
+  const bool split = lay == Layout::Split &&
+                     (v.op == Op::expand || v.op == Op::matvec || v.op == Op::matvec_t || v.op == Op::outer);
+  return memo_[key] = Operand{name, split ? Layout::Split : Layout::Whole};
+}
+
+void EmitterBase::store(std::ostringstream& os, int value, const Operand& src, const std::string& row, int64_t S) {
+  note_width(m_.at(value));
+  for (int b : write_[value]) os << "      " << store_stmt(buffer_ptr(b, row), src, S) << "\n";
+}
+
+void EmitterBase::reduction(int a, std::ostringstream& init, std::ostringstream& update, std::ostringstream& fin,
+                            Traversal& t) {
+  const Value& av = m_.at(a);
+  const int64_t S = numel(av.shape);
+  const std::string acc = "acc" + std::to_string(a);
+  if (is_row_reduction(av)) {
+    // parameter gradient: a private partial sum per block of centres, summed in block order by
+    // the kernel's skeleton; `pp<a>` points at this block's partial sums
+    const Value& x = m_.at(av.inputs[0]);
+    const bool edge = x.space == Space::Edge;
+    const std::string row = edge ? "e" : "c";
+    Operand px = val(av.inputs[0], row);
+    note_width(x);
+    std::string slot_ptr = "pp" + std::to_string(a);
+    if (av.op == Op::sum_rows_typed)
+      slot_ptr += " + " + val(av.inputs[1], row).expr + "[0] * " + std::to_string(numel(x.shape));
+    std::ostringstream& os = edge ? update : fin;
+    os << (edge ? "        " : "      ") << "{ T* p = " << slot_ptr << "; const T* y = " << px.expr << "; "
+       << loop(px.layout, numel(x.shape)) << "p[k] += y[" << slot(px.layout) << "]; }\n";
+    t.rows.push_back({a, S, t.partial_elems});
+    t.partial_elems += S;
+    return;
+  }
+  Operand x = val(av.inputs[0], "e");
+  const Layout L = accumulator_layout(av);
+  note_width(av);
+  const std::string D = std::to_string(extent(L, S));
+  const std::string H = loop(L, S), s = slot(L);
+  // the aggregated value at the current element (agg_softmax_sum reads its scores per statistic)
+  const std::string X = av.op == Op::agg_softmax_sum ? "" : at(x, m_.at(av.inputs[0]).shape, av.shape);
+  const std::string A = acc + "[" + s + "]";
+  auto pragma = [&](std::ostringstream& os, const std::string& ind) {
+    const std::string p = simd(L);
+    if (!p.empty()) os << ind << p << "\n";
+  };
+  switch (av.op) {
+    case Op::agg_sum: case Op::agg_mean:
+      init << "      T " << acc << "[" << D << "];\n      " << H << A << " = T(0);\n";
+      pragma(update, "        ");
+      update << "        " << H << A << " += " << X << ";\n";
+      if (av.op == Op::agg_mean)
+        fin << "      { const T inv = T(1) / T(" << fn("max") << "<int64_t>(end - beg, 1)); " << H << A
+            << " *= inv; }\n";
+      break;
+    case Op::agg_max: case Op::agg_min: {
+      const char* cmp = av.op == Op::agg_max ? ">" : "<";
+      init << "      T " << acc << "[" << D << "];\n      " << H << A << " = "
+           << (av.op == Op::agg_max ? "-INFINITY" : "INFINITY") << ";\n";
+      update << "        " << H << "if (" << X << " " << cmp << " " << A << ") " << A << " = " << X << ";\n";
+      fin << "      if (end == beg) " << H << A << " = T(0);\n";
+      break;
+    }
+    case Op::agg_softmax_sum: {
+      // online softmax: running max m, running normaliser z and running weighted sum, each
+      // rescaled by exp(m_old - m_new) when the max grows, so one pass over the edges suffices.
+      // The statistics (one per score) are whole in every lane; the weighted sum may be split.
+      const Value &sv = m_.at(av.inputs[0]), &fv = m_.at(av.inputs[1]);
+      const int64_t Ss = numel(sv.shape);
+      if (x.layout == Layout::Split) x = whole_view(body_, "s" + std::to_string(a), x, Ss);
+      const Operand f = val(av.inputs[1], "e");
+      const std::string id = std::to_string(a), mx = "mx" + id, zz = "zz" + id;
+      const std::string is = bcast_index(sv.shape, av.shape, "k");
+      const std::string F = at(f, fv.shape, av.shape), xs = x.expr + "[q]";
+      init << "      T " << mx << "[" << Ss << "], " << zz << "[" << Ss << "], " << acc << "[" << D << "];\n"
+           << "      for (int64_t q = 0; q < " << Ss << "; ++q) { " << mx << "[q] = -INFINITY; " << zz
+           << "[q] = T(0); }\n"
+           << "      " << H << A << " = T(0);\n";
+      update << "        {\n          T sc[" << Ss << "], w[" << Ss << "];\n"
+             << "          for (int64_t q = 0; q < " << Ss << "; ++q) {\n"
+             << "            const T mn = " << xs << " > " << mx << "[q] ? " << xs << " : " << mx << "[q];\n"
+             << "            sc[q] = " << fn("exp") << "(" << mx << "[q] - mn);\n"
+             << "            w[q] = " << fn("exp") << "(" << xs << " - mn);\n"
+             << "            " << zz << "[q] = " << zz << "[q] * sc[q] + w[q];\n"
+             << "            " << mx << "[q] = mn;\n          }\n";
+      update << "          " << H << A << " = " << A << " * sc[" << is << "] + w[" << is << "] * " << F
+             << ";\n        }\n";
+      fin << "      " << H << A << " = end > beg ? " << A << " / " << zz << "[" << is << "] : T(0);\n";
+      break;
+    }
+    case Op::agg_argmax: case Op::agg_argmin: {
+      const char* cmp = av.op == Op::agg_argmax ? ">" : "<";
+      const std::string best = "best" + std::to_string(a), B = best + "[" + s + "]";
+      init << "      T " << best << "[" << D << "];\n      int64_t " << acc << "[" << D << "];\n"
+           << "      " << H << "{ " << B << " = " << (av.op == Op::agg_argmax ? "-INFINITY" : "INFINITY") << "; " << A
+           << " = -1; }\n";
+      update << "        " << H << "if (" << A << " < 0 || " << X << " " << cmp << " " << B << " || (" << X
+             << " == " << B << " && e < " << A << ")) { " << B << " = " << X << "; " << A << " = e; }\n";
+      break;
+    }
+    default:
+      SEASTAR_THROW(NotImplementedError, "no fused rule for aggregation '", op_info(av.op).name, "'");
+  }
+  store(fin, a, Operand{acc, L}, "c", S);
+}
+
+EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
+  Traversal t;
+  std::ostringstream passes;
+  int last_pass = 0;
+  for (int ps : k.pass) last_pass = std::max(last_pass, ps);
+  for (int pass = 0; pass <= last_pass; ++pass) {
+    // edge-level values live inside one pass's edge loop; centre values stay in scope
+    for (auto it = memo_.begin(); it != memo_.end();)
+      it = (it->first.second == "e" || it->first.second == "n") ? memo_.erase(it) : std::next(it);
+    pre_.str("");
+    body_.str("");
+    std::ostringstream init, update, fin;
+    for (size_t i = 0; i < k.values.size(); ++i)
+      if (k.pass[i] == pass) reduction(k.values[i], init, update, fin, t);
+    if (pass > 0) pass_barrier(passes);
+    passes << "      // pass " << pass << "\n" << pre_.str() << init.str()
+           << "      for (int64_t j = beg; j < end; ++j) {\n"
+           << "        const int64_t n = nbr[j], e = eid[j];\n        (void)n;\n"
+           << indent(body_.str()) << update.str() << "      }\n" << fin.str();
+  }
+  t.passes = passes.str();
+  return t;
+}
+
+}  // namespace seastar::codegen

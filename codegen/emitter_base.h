@@ -1,0 +1,132 @@
+/** \file
+ * The value visitor shared by the C++ and the CUDA emitters (the CodeGenC / CodeGenCUDA split
+ * of TVM): what reads the same in both languages lives here (elementwise math from ops.def's
+ * c_expr, broadcasting, feature-axis reductions, matvec, gathers, aggregation accumulators,
+ * parameter-gradient partial sums, stores, the passes of a traversal over a centre's edges);
+ * cpu_emitter.cpp and cuda_emitter.cpp override hooks for what differs: the kernel signature
+ * and skeleton (the vertex loop, thread indexing, work assignment), how a feature loop is split
+ * across the threads of a group, reductions across those threads, shared memory, the entry point.
+ *
+ * A computed value is held in one of two layouts: Whole (an array `v[S]` indexed by the flat
+ * feature index k, or a pointer into a buffer) or Split (CUDA: `v[t]` holds element
+ * lane + t * GT of the value; only values as wide as the kernel's widest value). Temporaries are
+ * named after value ids (`v12_e`: value 12 at the current edge), so the output is deterministic.
+ */
+#pragma once
+
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codegen/cpu_emitter.h"
+#include "codegen/fuse.h"
+
+namespace seastar::codegen {
+
+enum class Layout { Whole, Split };
+
+/// An expression holding a value's elements in a layout.
+struct Operand {
+  std::string expr;
+  Layout layout = Layout::Whole;
+};
+
+class EmitterBase {
+ public:
+  EmitterBase(const FusedPlan& plan, const EmitOptions& options);
+  virtual ~EmitterBase() = default;
+
+ protected:
+  /// A reduction over all rows (a parameter gradient) in a traversal: partial sums per block of
+  /// centres at `offset` within the `partial_elems` floats of one block.
+  struct RowReduction {
+    int value;
+    int64_t numel;
+    int64_t offset;
+  };
+  /// The body of a traversal for one centre (`c`, edges `beg..end`), and its row reductions.
+  struct Traversal {
+    std::string passes;
+    std::vector<RowReduction> rows;
+    int64_t partial_elems = 0;
+  };
+
+  // ---- the visitor ---------------------------------------------------------------------------
+  /// Resets the per-kernel state.
+  void begin_kernel(const Kernel& k);
+  /// Emits code computing value `id` at `row` ("c" centre, "n" neighbour, "e" edge, "s"/"d"
+  /// edge-map endpoints, "" parameter), once per kernel, and returns where its elements are.
+  Operand val(int id, const std::string& row);
+  /// Stores `src` (a value of S elements) to every output buffer of `value` at `row`.
+  void store(std::ostringstream& os, int value, const Operand& src, const std::string& row, int64_t S);
+  /// The passes of traversal kernel `k` over a centre's edges (accumulators, updates, stores).
+  Traversal traversal(const Kernel& k);
+  /// "// kernel 3: in-edges (CSC), destination-parallel; computes %4 %7\n"
+  std::string kernel_comment(int index, const Kernel& k) const;
+  /// A pointer to row `row` of buffer `b` ("" for a parameter buffer).
+  std::string buffer_ptr(int b, const std::string& row) const;
+  /// Element `k` of `o` (a value of shape `shape`) broadcast to a result of shape `out`; a Split
+  /// operand is read at the current slot t (it has as many elements as the result).
+  std::string at(const Operand& o, const ir::Shape& shape, const ir::Shape& out) const;
+  /// The header of a loop over a value's elements of a layout, binding k (and t when Split):
+  /// "for (int64_t k = 0; k < S; ++k) " or the split form; followed by one statement.
+  std::string loop(Layout layout, int64_t S) const;
+  /// The index of the current element in an array of that layout: "k" or "t".
+  static const char* slot(Layout layout) { return layout == Layout::Split ? "t" : "k"; }
+  /// Elements an array of S elements in `layout` declares.
+  int64_t extent(Layout layout, int64_t S) const;
+  const char* ctype(const ir::Value& v) const { return v.dtype == ir::DType::Int ? "int64_t" : "T"; }
+  static std::string indent(const std::string& s);
+  static std::string lit(double x);
+
+  // ---- hooks ---------------------------------------------------------------------------------
+  /// The layout of a computed value / of an aggregation's accumulator. C++: always Whole.
+  virtual Layout layout_of(const ir::Value&) const { return Layout::Whole; }
+  virtual Layout accumulator_layout(const ir::Value&) const { return Layout::Whole; }
+  /// A math function of the target: "std::max" (C++), "sx::max" (CUDA).
+  virtual std::string fn(const char* name) const { return std::string("std::") + name; }
+  /// ops.def's scalar expression in the target's language.
+  virtual std::string scalar_expr(const std::string& c_expr) const { return c_expr; }
+  /// The vectorisation pragma of a feature loop of a layout ("" for none).
+  virtual std::string simd(Layout) const { return "#pragma omp simd"; }
+  /// How the kernels name the graph arrays and buffers: G[i], B[b] (C++), a.G[i], a.B[b] (CUDA).
+  virtual std::string graph_array(int i) const { return "G[" + std::to_string(i) + "]"; }
+  virtual std::string buffer_array(int b) const { return "B[" + std::to_string(b) + "]"; }
+  /// Split layouts (CUDA): the loop header over a lane's elements, its slot count, a Whole view
+  /// of a Split value (through shared memory), and a reduction of `n` elements of `array`
+  /// across the group ("Sum", "Max"). The C++ emitter never splits, so the defaults throw.
+  virtual std::string split_loop(int64_t S) const;
+  virtual int64_t split_extent(int64_t S) const;
+  virtual Operand whole_view(std::ostringstream& os, const std::string& name, const Operand& split, int64_t S);
+  virtual void group_reduce(std::ostringstream& os, const std::string& array, int64_t n, const char* op);
+  /// A store of S elements of `src` through pointer `ptr` (one statement).
+  virtual std::string store_stmt(const std::string& ptr, const Operand& src, int64_t S) const;
+  /// Between two passes of a traversal over one centre's edges (CUDA: a group barrier, so a
+  /// value stored by one lane in pass p is seen by every lane in pass p + 1).
+  virtual void pass_barrier(std::ostringstream&) {}
+  /// Called for every computed value and accumulator (lets the CUDA emitter size its mapping).
+  virtual void note_width(const ir::Value&) {}
+
+  const FusedPlan& p_;
+  const ir::Module& m_;
+  EmitOptions o_;
+  std::map<int, int> read_;                 ///< value -> the buffer it is read from
+  std::map<int, std::vector<int>> write_;   ///< value -> the buffers it is stored to
+  std::map<std::pair<int, std::string>, Operand> memo_;
+  std::ostringstream pre_, body_;           ///< per-centre and per-edge code of the current pass
+  Kernel::Kind kind_ = Kernel::Kind::Traverse;
+  ir::Group group_ = ir::Group::None;
+
+ private:
+  std::string endpoint_row(ir::Group endpoint) const;
+  std::ostringstream& stream_for(const std::string& row);
+  void reduction(int a, std::ostringstream& init, std::ostringstream& update, std::ostringstream& fin,
+                 Traversal& t);
+};
+
+/// Index into an operand of shape `a` for flat position `k` of a broadcast result of shape `o`.
+std::string bcast_index(const ir::Shape& a, const ir::Shape& o, const std::string& k);
+
+}  // namespace seastar::codegen

@@ -1,0 +1,50 @@
+/** \file The feature-adaptive thread mapping; see cuda_launch_config.h. */
+#include "kernels/cuda_launch_config.h"
+
+#include <algorithm>
+
+namespace seastar::kernels {
+namespace {
+
+int64_t next_pow2(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+
+constexpr int kSmallBlockThreads = 256;  ///< blocks of groups narrower than a block
+constexpr int kMinBlockPerItem = 256;    ///< from this width on, one block per item
+constexpr int kMaxElemsPerThread = 4;    ///< wide items: grow the block before the per-lane share
+
+}  // namespace
+
+ThreadMapping choose_mapping(int64_t features, int64_t heads) {
+  ThreadMapping m;
+  const int64_t S = std::max<int64_t>(features, 1);
+  heads = std::max<int64_t>(heads, 1);
+  m.features = S;
+  if (S >= kMinBlockPerItem) {
+    const int64_t want = next_pow2((S + kMaxElemsPerThread - 1) / kMaxElemsPerThread);
+    m.group_threads = static_cast<int>(std::clamp<int64_t>(want, kMinBlockPerItem, kMaxBlockThreads));
+    m.block_threads = m.group_threads;
+    m.block_per_item = true;
+  } else {
+    // a power of two >= min(S, 32); at least one lane per head while that fits in a warp, so
+    // a head's reductions stay within its lanes' neighbourhood
+    const int64_t want = std::max(std::min<int64_t>(S, kWarpSize), std::min<int64_t>(heads, kWarpSize));
+    m.group_threads = static_cast<int>(std::min<int64_t>(next_pow2(want), kWarpSize));
+    m.block_threads = kSmallBlockThreads;
+  }
+  m.groups_per_block = m.block_threads / m.group_threads;
+  m.elems_per_thread = (S + m.group_threads - 1) / m.group_threads;
+  return m;
+}
+
+int64_t grid_size(const ThreadMapping& m, int64_t items, int64_t max_blocks) {
+  const int64_t per_block = std::max(m.groups_per_block, 1);
+  int64_t blocks = (std::max<int64_t>(items, 0) + per_block - 1) / per_block;
+  if (max_blocks > 0) blocks = std::min(blocks, max_blocks);
+  return std::clamp<int64_t>(blocks, 1, 0x7fffffff);
+}
+
+}  // namespace seastar::kernels

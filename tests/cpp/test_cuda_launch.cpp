@@ -1,0 +1,81 @@
+// The feature-adaptive thread mapping of the CUDA kernels (kernels/cuda_launch_config.h): pure
+// arithmetic, checked without a GPU for every width and head count the models use and beyond.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kernels/cuda_launch_config.h"
+
+using seastar::kernels::choose_mapping;
+using seastar::kernels::grid_size;
+using seastar::kernels::kMaxBlockThreads;
+using seastar::kernels::ThreadMapping;
+
+namespace {
+
+bool pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
+void check_mapping(int64_t S, int64_t heads) {
+  SCOPED_TRACE("S=" + std::to_string(S) + " heads=" + std::to_string(heads));
+  const ThreadMapping m = choose_mapping(S, heads);
+  EXPECT_LE(m.block_threads, kMaxBlockThreads);
+  EXPECT_GE(m.block_threads, 1);
+  EXPECT_TRUE(pow2(m.group_threads));
+  EXPECT_EQ(m.block_threads % m.group_threads, 0);
+  EXPECT_EQ(m.groups_per_block * m.group_threads, m.block_threads);
+  EXPECT_EQ(m.block_per_item, m.group_threads > 32);
+  if (m.group_threads > 32) {
+    EXPECT_EQ(m.groups_per_block, 1);
+  } else {
+    EXPECT_EQ(m.block_threads % 32, 0) << "narrow groups fill whole warps";
+  }
+  // the threads map covers every feature exactly once: lane l holds l, l + G, l + 2G, ...
+  const int64_t width = std::max<int64_t>(S, 1);
+  EXPECT_GE(m.group_threads * m.elems_per_thread, width);
+  EXPECT_LT(m.group_threads * (m.elems_per_thread - 1), width) << "no lane is left without work in every slot";
+  if (width <= 1 << 16) {
+    std::vector<int> hits(width, 0);
+    for (int lane = 0; lane < m.group_threads; ++lane)
+      for (int64_t t = 0; t < m.elems_per_thread; ++t) {
+        const int64_t k = lane + t * m.group_threads;
+        if (k < width) ++hits[k];
+      }
+    for (int64_t k = 0; k < width; ++k) ASSERT_EQ(hits[k], 1) << "feature " << k;
+  }
+  for (int64_t items : {int64_t(0), int64_t(1), int64_t(7), int64_t(1000), int64_t(2708), int64_t(1) << 40}) {
+    const int64_t grid = grid_size(m, items);
+    EXPECT_GT(grid, 0);
+    EXPECT_LE(grid, 0x7fffffff);
+    if (items > 0 && items < (int64_t(1) << 31)) EXPECT_GE(grid * m.groups_per_block, items) << "one group per item";
+    EXPECT_LE(grid_size(m, items, 132 * 8), 132 * 8) << "capped at the resident blocks";
+    EXPECT_GT(grid_size(m, items, 132 * 8), 0);
+  }
+}
+
+}  // namespace
+
+TEST(CudaLaunchConfig, WidthsAndHeads) {
+  for (int64_t S : {1, 7, 32, 64, 256, 1024})
+    for (int64_t heads : {1, 8}) check_mapping(S, heads);
+}
+
+TEST(CudaLaunchConfig, ExtremeSizesStayWithinLimits) {
+  for (int64_t S : {int64_t(0), int64_t(-3), int64_t(2), int64_t(33), int64_t(255), int64_t(257), int64_t(4096),
+                    int64_t(1) << 20, int64_t(1) << 33})
+    for (int64_t heads : {int64_t(0), int64_t(1), int64_t(3), int64_t(64), int64_t(4096)}) check_mapping(S, heads);
+}
+
+TEST(CudaLaunchConfig, ShapesFollowTheWidth) {
+  EXPECT_EQ(choose_mapping(1).group_threads, 1);
+  EXPECT_EQ(choose_mapping(7).group_threads, 8);
+  EXPECT_EQ(choose_mapping(8, 8).group_threads, 8);
+  EXPECT_EQ(choose_mapping(32).group_threads, 32);
+  EXPECT_EQ(choose_mapping(64, 8).group_threads, 32);
+  EXPECT_EQ(choose_mapping(64, 8).elems_per_thread, 2);
+  EXPECT_TRUE(choose_mapping(256).block_per_item);
+  EXPECT_EQ(choose_mapping(1024).block_threads, 256);
+  EXPECT_EQ(choose_mapping(1024).elems_per_thread, 4);
+  EXPECT_EQ(choose_mapping(int64_t(1) << 20).block_threads, kMaxBlockThreads);
+  // heads wider than the features per head: one lane per head while it fits in a warp
+  EXPECT_EQ(choose_mapping(8, 8).elems_per_thread, 1);
+}

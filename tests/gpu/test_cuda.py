@@ -1,0 +1,255 @@
+"""The fused CUDA path on a GPU: the correctness suite of tests/python/test_fused.py on CUDA
+tensors, plus what only a GPU shows (wide features mapped to whole blocks, hubs of thousands of
+edges, torch's current stream, a second device, bitwise determinism with dynamic scheduling).
+
+Every model of tests/python/models.py runs through generated CUDA kernels (backend="fused") on
+every tricky graph; forward and every gradient must match the plain-torch version (on the CPU,
+in float64) to 1e-10 in float64 and 1e-5 in float32. Skipped as a whole without a GPU or a
+CUDA build of Seastar; run by tests/gpu/run.sh.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import seastar as ss
+import seastar.nn as snn
+from models import MODELS
+
+pytestmark = [
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
+    pytest.mark.skipif(not getattr(ss._C, "cuda_built", False), reason="Seastar was built without the CUDA backend"),
+]
+
+DEV = "cuda"
+
+
+def _compare(model, graph, dtype, rtol, atol, seed=0, frozen=()):
+    cpu = model.make_inputs(graph, seed=seed, dtype=dtype, ties=True)
+    inputs = {k: t.to(DEV).requires_grad_(k not in frozen) for k, t in cpu.items()}
+    out = model.program(graph, backend="fused", **inputs)
+    assert out.device.type == "cuda"
+    ref_inputs = {k: t.detach().to(torch.float64).requires_grad_(k not in frozen) for k, t in cpu.items()}
+    ref = model.torch_fn(graph, **ref_inputs)
+    torch.testing.assert_close(out.cpu().to(torch.float64), ref, rtol=rtol, atol=atol)
+    weight = torch.randn(ref.shape, generator=torch.Generator().manual_seed(seed + 7), dtype=torch.float64)
+    wanted = [k for k, t in inputs.items() if t.requires_grad]
+    got = torch.autograd.grad((out * weight.to(DEV, dtype)).sum(), [inputs[k] for k in wanted], allow_unused=True)
+    exp = torch.autograd.grad((ref * weight).sum(), [ref_inputs[k] for k in wanted], allow_unused=True)
+    for k, g, e in zip(wanted, got, exp):
+        g = torch.zeros_like(inputs[k]) if g is None else g
+        e = torch.zeros_like(ref_inputs[k]) if e is None else e
+        assert g.device.type == "cuda"
+        torch.testing.assert_close(g.cpu().to(torch.float64), e, rtol=rtol, atol=atol, msg=lambda m: f"d/d{k}: {m}")
+
+
+@pytest.mark.parametrize("model", list(MODELS.values()), ids=list(MODELS))
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+def test_fused_cuda_matches_plain_torch(model, tricky_graph, dtype):
+    """Every input gets its gradient, parameters used inside programs included (block partial sums)."""
+    if model.typed and not tricky_graph.graph.has_edge_types:
+        pytest.skip("typed model on an untyped graph")
+    tol = 1e-10 if dtype == torch.float64 else 1e-5
+    _compare(model, tricky_graph.graph, dtype, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("model", ["rgcn", "gin", "node_typed"])
+def test_frozen_parameters(model, typed_graph):
+    """The same programs without parameter gradients (no partial-sum kernels)."""
+    m = MODELS[model]
+    _compare(m, typed_graph.graph, torch.float64, rtol=1e-10, atol=1e-10, frozen=tuple(m.program.param_names))
+
+
+def _power_law(n=3000, hub_in=2500, seed=0):
+    """Random edges plus vertex 0 receiving `hub_in` edges and sending 300: one block-sized hub."""
+    g = torch.Generator().manual_seed(seed)
+    e = 8 * n
+    src, dst = torch.randint(0, n, (e,), generator=g), torch.randint(0, n, (e,), generator=g)
+    hub_src = torch.randint(1, n, (hub_in,), generator=g)
+    out_dst = torch.randint(1, n, (300,), generator=g)
+    src = torch.cat([src, hub_src, torch.zeros(300, dtype=torch.long)])
+    dst = torch.cat([dst, torch.zeros(hub_in, dtype=torch.long), out_dst])
+    return ss.Graph.from_edge_index(torch.stack([src, dst]), num_nodes=n)
+
+
+def _gat_inputs(n, heads, f, dtype=torch.float64, seed=0, device=DEV):
+    g = torch.Generator().manual_seed(seed)
+    return {"h": torch.randn(n, heads, f, generator=g, dtype=dtype).to(device).requires_grad_(),
+            "el": torch.randn(n, heads, 1, generator=g, dtype=dtype).to(device).requires_grad_(),
+            "er": torch.randn(n, heads, 1, generator=g, dtype=dtype).to(device).requires_grad_()}
+
+
+def _check_gat(graph, inputs, rtol=1e-10, atol=1e-10):
+    out = MODELS["gat"].program(graph, backend="fused", **inputs)
+    cpu = {k: t.detach().cpu().to(torch.float64).requires_grad_() for k, t in inputs.items()}
+    ref = MODELS["gat"].torch_fn(graph, **cpu)
+    torch.testing.assert_close(out.detach().cpu().to(torch.float64), ref, rtol=rtol, atol=atol)
+    g1 = torch.autograd.grad(out.square().sum(), list(inputs.values()))
+    g2 = torch.autograd.grad(ref.square().sum(), list(cpu.values()))
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a.cpu().to(torch.float64), b, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("f", [1, 7, 32, 64, 256])
+@pytest.mark.parametrize("heads", [1, 8])
+def test_gat_widths_and_heads(graph_factory, f, heads):
+    """Every thread mapping: a lane per vertex, sub-warp groups, a warp, a block per vertex."""
+    graph = graph_factory("hub")
+    _check_gat(graph, _gat_inputs(graph.num_nodes, heads, f))
+
+
+@pytest.mark.parametrize("f,heads", [(8, 8), (64, 4), (300, 1)])
+def test_gat_big_hub(f, heads):
+    graph = _power_law()
+    _check_gat(graph, _gat_inputs(graph.num_nodes, heads, f), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("f", [1, 7, 64, 256, 1024, 1500])
+def test_gcn_widths(graph_factory, f):
+    graph = _power_law(n=1500, hub_in=1200) if f >= 256 else graph_factory("mixed")
+    g = torch.Generator().manual_seed(1)
+    h = torch.randn(graph.num_nodes, f, generator=g, dtype=torch.float64)
+    w = torch.randn(graph.num_edges, 1, generator=g, dtype=torch.float64)
+    hd, wd = h.to(DEV).requires_grad_(), w.to(DEV).requires_grad_()
+    out = MODELS["gcn"].program(graph, backend="fused", h=hd, w=wd)
+    h.requires_grad_(), w.requires_grad_()
+    ref = MODELS["gcn"].torch_fn(graph, h=h, w=w)
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-10, atol=1e-10)
+    got = torch.autograd.grad(out.square().sum(), [hd, wd])
+    exp = torch.autograd.grad(ref.square().sum(), [h, w])
+    for a, b in zip(got, exp):
+        torch.testing.assert_close(a.cpu(), b, rtol=1e-9, atol=1e-9)
+
+
+def test_gradcheck_fused_cuda(small_graph):
+    graph = small_graph.graph
+    inputs = _gat_inputs(graph.num_nodes, 2, 3)
+    names = list(inputs)
+    fn = lambda *ts: MODELS["gat"].program(graph, backend="fused", **dict(zip(names, ts)))  # noqa: E731
+    assert torch.autograd.gradcheck(fn, tuple(inputs.values()))
+    g = torch.Generator().manual_seed(3)
+    h = torch.randn(graph.num_nodes, 3, generator=g, dtype=torch.float64).to(DEV).requires_grad_()
+    w = torch.randn(graph.num_edges, 1, generator=g, dtype=torch.float64).to(DEV).requires_grad_()
+    assert torch.autograd.gradcheck(lambda h, w: MODELS["gcn"].program(graph, backend="fused", h=h, w=w), (h, w))
+    s = torch.randn(graph.num_nodes, 4, generator=g, dtype=torch.float64).to(DEV).requires_grad_()
+    ww = MODELS["max_agg"].make_inputs(graph)["w"].to(DEV).requires_grad_()
+    assert torch.autograd.gradcheck(lambda h, w: MODELS["max_agg"].program(graph, backend="fused", h=h, w=w), (s, ww))
+
+
+def test_softmax_finite_for_huge_logits(graph_factory):
+    graph = graph_factory("hub")
+    inputs = _gat_inputs(graph.num_nodes, 2, 4, dtype=torch.float32)
+    with torch.no_grad():
+        inputs["el"].copy_(torch.sign(inputs["el"]) * 1e4)
+        inputs["er"].copy_(torch.sign(inputs["er"]) * 1e4)
+    out = MODELS["gat"].program(graph, backend="fused", **inputs)
+    assert torch.isfinite(out).all()
+    grads = torch.autograd.grad(out.sum(), list(inputs.values()))
+    assert all(torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("f,heads", [(16, 3), (300, 2)])
+def test_bitwise_deterministic(f, heads):
+    """Dynamic work assignment never changes results: no atomics touch values."""
+    graph = _power_law()
+    inputs = _gat_inputs(graph.num_nodes, heads, f, dtype=torch.float32)
+    runs = []
+    for _ in range(3):
+        out = MODELS["gat"].program(graph, backend="fused", **inputs)
+        runs.append((out,) + torch.autograd.grad(out.sum(), list(inputs.values())))
+    for later in runs[1:]:
+        for a, b in zip(runs[0], later):
+            assert torch.equal(a, b)
+
+
+def test_cpu_and_cuda_agree(graph_factory):
+    graph = graph_factory("mixed")
+    cpu_in = _gat_inputs(graph.num_nodes, 2, 5, device="cpu")
+    gpu_in = {k: t.detach().to(DEV).requires_grad_() for k, t in cpu_in.items()}
+    a = MODELS["gat"].program(graph, backend="fused", **cpu_in)
+    b = MODELS["gat"].program(graph, backend="fused", **gpu_in)
+    torch.testing.assert_close(b.cpu(), a.detach(), rtol=1e-12, atol=1e-12)
+
+
+def test_runs_on_the_current_stream(graph_factory):
+    graph = graph_factory("hub")
+    inputs = _gat_inputs(graph.num_nodes, 2, 16)
+    expected = MODELS["gat"].program(graph, backend="fused", **inputs).detach()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(20_000_000)  # keep the side stream busy: a launch on another stream would race
+        out = MODELS["gat"].program(graph, backend="fused", **inputs)
+        grads = torch.autograd.grad(out.sum(), list(inputs.values()))
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    assert torch.equal(out.detach(), expected)
+    assert all(torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs a second GPU")
+def test_second_device(graph_factory):
+    graph = graph_factory("mixed")
+    cpu_in = _gat_inputs(graph.num_nodes, 2, 5, device="cpu")
+    dev1 = {k: t.detach().to("cuda:1").requires_grad_() for k, t in cpu_in.items()}
+    out = MODELS["gat"].program(graph, backend="fused", **dev1)
+    assert out.device == torch.device("cuda:1")
+    ref = MODELS["gat"].program(graph, backend="reference", **cpu_in)
+    torch.testing.assert_close(out.cpu(), ref.detach(), rtol=1e-10, atol=1e-10)
+    g = torch.autograd.grad(out.sum(), [dev1["h"]])[0]
+    assert g.device == torch.device("cuda:1")
+
+
+def test_device_index_is_not_hard_coded(graph_factory):
+    """With another device current, tensors on cuda:0 still run on cuda:0 (and vice versa)."""
+    graph = graph_factory("hub")
+    inputs = _gat_inputs(graph.num_nodes, 2, 4)
+    last = torch.cuda.device_count() - 1
+    with torch.cuda.device(last):
+        out = MODELS["gat"].program(graph, backend="fused", **inputs)
+    assert out.device == inputs["h"].device
+    _check_gat(graph, inputs)
+
+
+def test_mixed_devices_are_a_clear_error(small_graph):
+    graph = small_graph.graph
+    inputs = _gat_inputs(graph.num_nodes, 1, 2)
+    with pytest.raises(ValueError, match="different devices"):
+        MODELS["gat"].program(graph, backend="fused", **dict(inputs, h=inputs["h"].detach().cpu()))
+
+
+# ---- the seastar.nn layers on CUDA against the same layers on the CPU ---------------------------
+
+def _mlp(i, h, o):
+    return torch.nn.Sequential(torch.nn.Linear(i, h), torch.nn.ReLU(), torch.nn.Linear(h, o))
+
+
+LAYERS = {
+    "gcn": lambda: snn.GCNConv(6, 4),
+    "gat": lambda: snn.GATConv(6, 3, heads=2),
+    "gat_wide": lambda: snn.GATConv(6, 64, heads=4),
+    "sage_mean": lambda: snn.SAGEConv(6, 4),
+    "sage_max": lambda: snn.SAGEConv(6, 4, aggr="max"),
+    "gin": lambda: snn.GINConv(_mlp(6, 8, 4), train_eps=True),
+    "appnp": lambda: snn.APPNP(K=3, alpha=0.1),
+}
+
+
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_layers_on_cuda_match_cpu(name, graph_factory):
+    torch.manual_seed(0)
+    graph = graph_factory("mixed")
+    layer = LAYERS[name]().to(torch.float64).eval()
+    gpu_layer = __import__("copy").deepcopy(layer).to(DEV)
+    x = torch.randn(graph.num_nodes, 6, dtype=torch.float64)
+    ref = layer(graph, x.requires_grad_())
+    snn.set_backend(gpu_layer, "fused")
+    xd = x.detach().to(DEV).requires_grad_()
+    out = gpu_layer(graph, xd)
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), rtol=1e-10, atol=1e-10)
+    ref.square().sum().backward()
+    out.square().sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), x.grad, rtol=1e-9, atol=1e-9)
+    for (n, p), (_, q) in zip(layer.named_parameters(), gpu_layer.named_parameters()):
+        if p.grad is not None:
+            torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-9, atol=1e-9, msg=lambda m: f"{n}: {m}")
