@@ -1,0 +1,467 @@
+"""What one benchmark subprocess measures. ``benchmarks/run.py`` starts one process per
+configuration (``run.py --child CONFIG_JSON``) and reads the JSON object it prints last.
+
+Three kinds of child:
+
+* ``train``: one layer, one graph, one feature width, one implementation (``fused`` seastar
+  kernels, ``unfused`` = the same seastar layer with ``backend="reference"`` (plain torch
+  gather / index_add), or ``pyg`` = PyTorch Geometric's layer). Times a training epoch
+  (forward + backward + Adam step of layer -> ReLU -> linear head, cross-entropy over all
+  vertices) and a forward pass (eval, no_grad); peak memory of the training epochs.
+* ``latency``: first-call latency of a fused layer (tracing, lowering, compiling or loading the
+  kernels, running) in a process whose ``SEASTAR_CACHE_DIR`` the parent chose: a fresh folder
+  (cold) or the one a previous process filled (warm).
+* ``roofline``: the GCN aggregation program and the GAT program alone (forward, no autograd),
+  with bytes moved per call, against the copy bandwidth measured in the same process.
+
+Peak memory on CPU: ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` after the high-water mark is
+reset (``/proc/self/clear_refs`` = 5, Linux) once setup is done. ``peak_mem_mb`` is that peak
+minus the RSS right after the imports, so it counts the graph, the features, the model and
+everything training allocates, but not the interpreter and the libraries (PyG's import is
+heavier than seastar's). On CUDA: ``torch.cuda.max_memory_allocated`` over the epochs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+
+T_START = time.perf_counter()
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+NUM_CLASSES = 16
+GAT_HEADS = 4
+APPNP_K, APPNP_ALPHA = 10, 0.1
+
+
+# -- memory ------------------------------------------------------------------------------------
+def rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def rss_parts_mb() -> dict:
+    """Current RssAnon / RssFile / RssShmem of this process, MB."""
+    out = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(("RssAnon:", "RssFile:", "RssShmem:")):
+                key, val = line.split(":", 1)
+                out[key] = int(val.split()[0]) / 1024.0
+    return out
+
+
+class AnonSampler:
+    """Samples RssAnon every ``period`` s on a thread: a cross-check of the getrusage peak that
+    file-backed pages (library code faulted in or evicted while the process runs) cannot move."""
+
+    def __init__(self, period: float = 0.01):
+        import threading
+        self.period, self.peak = period, 0.0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_parts_mb().get("RssAnon", 0.0))
+            self._stop.wait(self.period)
+
+    def __enter__(self):
+        self.peak = rss_parts_mb().get("RssAnon", 0.0)
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+        self.peak = max(self.peak, rss_parts_mb().get("RssAnon", 0.0))
+
+
+def maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def reset_peak() -> bool:
+    """Resets the process's RSS high-water mark (Linux >= 4.0); False where not allowed."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+# -- timing ------------------------------------------------------------------------------------
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+        torch.cuda.synchronize()
+
+
+def timed(fn, device: str):
+    _sync(device)
+    t0 = time.perf_counter()
+    out = fn()
+    _sync(device)
+    return time.perf_counter() - t0, out
+
+
+def median_ms(xs):
+    return 1e3 * statistics.median(xs) if xs else None
+
+
+# -- graphs and models -------------------------------------------------------------------------
+def load_edge_index(cfg):
+    import torch
+    return torch.load(cfg["edge_index_path"], weights_only=True)
+
+
+def build_model(layer: str, impl: str, F: int):
+    """(model, forward(graph_or_edge_index, x)) for one layer and implementation.
+
+    The model is conv -> ReLU -> Linear(F, 16). Hyper-parameters match between seastar and PyG:
+    GCN (self loops, symmetric normalisation, cached: seastar caches per graph, PyG with
+    ``cached=True``), GAT (4 heads x F/4 channels, concat, slope 0.2, no dropout, self loops),
+    GraphSAGE (mean, root weight), APPNP (Linear(F, F), then K=10, alpha=0.1, cached norm).
+    """
+    import torch
+    from torch import nn
+
+    if impl == "pyg":
+        import torch_geometric.nn as gnn
+        if layer == "gcn":
+            conv = gnn.GCNConv(F, F, cached=True)
+        elif layer == "gat":
+            conv = gnn.GATConv(F, F // GAT_HEADS, heads=GAT_HEADS, negative_slope=0.2)
+        elif layer == "sage":
+            conv = gnn.SAGEConv(F, F, aggr="mean")
+        elif layer == "appnp":
+            conv = gnn.APPNP(APPNP_K, APPNP_ALPHA, cached=True)
+        else:
+            raise ValueError(layer)
+
+        def call(conv, g, x):
+            return conv(x, g)
+    else:
+        import seastar as ss
+        backend = "fused" if impl == "fused" else "reference"
+        if layer == "gcn":
+            conv = ss.nn.GCNConv(F, F, backend=backend)
+        elif layer == "gat":
+            conv = ss.nn.GATConv(F, F // GAT_HEADS, heads=GAT_HEADS, negative_slope=0.2, backend=backend)
+        elif layer == "sage":
+            conv = ss.nn.SAGEConv(F, F, aggr="mean", backend=backend)
+        elif layer == "appnp":
+            conv = ss.nn.APPNP(APPNP_K, APPNP_ALPHA, backend=backend)
+        else:
+            raise ValueError(layer)
+
+        def call(conv, g, x):
+            return conv(g, x)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pre = nn.Linear(F, F) if layer == "appnp" else None
+            self.conv = conv
+            self.head = nn.Linear(F, NUM_CLASSES)
+
+        def forward(self, g, x):
+            if self.pre is not None:
+                x = self.pre(x)
+            return self.head(torch.relu(call(self.conv, g, x)))
+
+    return Net()
+
+
+def make_graph(cfg, impl: str, device: str):
+    """What the layer takes as its graph: a seastar Graph, or PyG's int64 edge_index."""
+    ei = load_edge_index(cfg)
+    if impl == "pyg":
+        return ei.to(device)
+    import seastar as ss
+    g = ss.Graph.from_edge_index(ei, num_nodes=cfg["num_nodes"])
+    del ei
+    if device != "cpu":
+        g.to(device)
+    return g
+
+
+# -- kinds -------------------------------------------------------------------------------------
+def _warm_libraries(device: str) -> None:
+    """One tiny Adam step, so that lazily imported torch modules (the optimiser pulls in a lot)
+    and allocator pools count as library overhead in every implementation alike, not as the
+    memory of the first configuration."""
+    import torch
+    lin = torch.nn.Linear(4, 4).to(device)
+    opt = torch.optim.Adam(lin.parameters(), lr=0.01)
+    loss = torch.nn.functional.cross_entropy(torch.relu(lin(torch.randn(8, 4, device=device))),
+                                             torch.zeros(8, dtype=torch.long, device=device))
+    loss.backward()
+    opt.step()
+
+
+def run_train(cfg) -> dict:
+    import torch
+    import torch.nn.functional as Fn
+    if cfg["impl"] == "pyg":
+        import torch_geometric  # noqa: F401  (import cost outside the measured memory)
+    else:
+        import seastar  # noqa: F401
+    device, threads, F = cfg["device"], cfg["threads"], cfg["width"]
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    _warm_libraries(device)
+    t_import = time.perf_counter() - T_START
+    rss_import = rss_mb()
+    parts_import = rss_parts_mb()
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+
+    t0 = time.perf_counter()
+    g = make_graph(cfg, cfg["impl"], device)
+    N = cfg["num_nodes"]
+    x = torch.randn(N, F, device=device)
+    y = torch.randint(0, NUM_CLASSES, (N,), device=device)
+    model = build_model(cfg["layer"], cfg["impl"], F).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+
+    def epoch():
+        opt.zero_grad(set_to_none=True)
+        loss = Fn.cross_entropy(model(g, x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    def forward():
+        with torch.no_grad():
+            return model(g, x)
+
+    rss_setup = rss_mb()
+    t_setup = time.perf_counter() - t0
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    hiwater_reset = reset_peak()
+
+    t0 = time.perf_counter()
+    model.train()
+    with AnonSampler() as sampler:
+        first_epoch, _ = timed(epoch, device)  # tracing, kernel load (cache was warmed), PyG/GCN caches
+        for _ in range(cfg["warmup"]):
+            timed(epoch, device)
+        epochs = [timed(epoch, device)[0] for _ in range(cfg["repeats"])]
+    parts_end = rss_parts_mb()
+    file_growth = max(0.0, parts_end.get("RssFile", 0.0) - parts_import.get("RssFile", 0.0))
+    anon_peak = sampler.peak - parts_import.get("RssAnon", 0.0)
+    if device.startswith("cuda"):
+        peak = torch.cuda.max_memory_allocated() / 2**20
+        peak_mem, training_extra = peak, None
+        peak_abs = peak
+    else:
+        # getrusage peak since the reset, less the RSS after the imports, less library pages
+        # (file-backed) that were faulted in since then: the tensors' and the graph's memory.
+        peak_abs = maxrss_mb()
+        peak_mem = peak_abs - rss_import - file_growth
+        training_extra = peak_abs - rss_setup - file_growth if hiwater_reset else None
+    model.eval()
+    timed(forward, device)
+    forwards = [timed(forward, device)[0] for _ in range(cfg["repeats"])]
+    t_measure = time.perf_counter() - t0
+    return dict(status="ok", N=N, E=cfg["num_edges"], epoch_ms=median_ms(epochs),
+                epoch_ms_all=[1e3 * t for t in epochs], forward_ms=median_ms(forwards),
+                first_epoch_ms=1e3 * first_epoch, peak_mem_mb=peak_mem, training_extra_mb=training_extra,
+                peak_rss_abs_mb=peak_abs, rss_after_import_mb=rss_import, rss_after_setup_mb=rss_setup,
+                hiwater_reset=hiwater_reset, rss_file_growth_mb=file_growth, anon_peak_mb=anon_peak,
+                rss_parts_import=parts_import, rss_parts_end=parts_end, import_s=t_import, setup_s=t_setup, measure_s=t_measure)
+
+
+def run_latency(cfg) -> dict:
+    """First forward and first backward of a fused layer in a fresh process, then steady state."""
+    import torch
+    import torch.nn.functional as Fn
+    import seastar  # noqa: F401
+    torch.set_num_threads(cfg["threads"])
+    torch.manual_seed(0)
+    t_import = time.perf_counter() - T_START
+    F = cfg["width"]
+    g = make_graph(cfg, "fused", "cpu")
+    x = torch.randn(cfg["num_nodes"], F)
+    y = torch.randint(0, NUM_CLASSES, (cfg["num_nodes"],))
+    model = build_model(cfg["layer"], "fused", F)
+
+    # Warm torch itself first (BLAS, autograd engine, the optimiser-free ops of the model) with
+    # a dense stand-in of the same sizes, so the first call below measures seastar's part:
+    # tracing, lowering, compiling / loading kernels, per-graph preprocessing, running.
+    w_in = torch.randn(F, F, requires_grad=True)
+    head = torch.nn.Linear(F, NUM_CLASSES)
+    for _ in range(2):
+        Fn.cross_entropy(head(torch.relu(x @ w_in)), y).backward()
+
+    def fwd():
+        return model(g, x)
+
+    def bwd(out):
+        Fn.cross_entropy(out, y).backward()
+
+    t_fwd, out = timed(fwd, "cpu")
+    t_bwd, _ = timed(lambda: bwd(out), "cpu")
+    fwds, bwds = [], []
+    for _ in range(3):
+        tf, out = timed(fwd, "cpu")
+        tb, _ = timed(lambda: bwd(out), "cpu")
+        fwds.append(tf)
+        bwds.append(tb)
+    cache = os.environ.get("SEASTAR_CACHE_DIR", "")
+    files = sorted(os.listdir(cache)) if cache and os.path.isdir(cache) else []
+    return dict(status="ok", import_s=t_import, first_forward_ms=1e3 * t_fwd, first_backward_ms=1e3 * t_bwd,
+                first_call_ms=1e3 * (t_fwd + t_bwd), steady_forward_ms=median_ms(fwds),
+                steady_backward_ms=median_ms(bwds),
+                overhead_ms=1e3 * (t_fwd + t_bwd) - median_ms(fwds) - median_ms(bwds),
+                cached_kernels=len([f for f in files if f.endswith(".so")]))
+
+
+# -- roofline ----------------------------------------------------------------------------------
+def copy_bandwidth(threads: int, mbytes: int = 256, reps: int = 7) -> dict:
+    """STREAM-style copy: bytes read + bytes written per second (write-allocate not counted)."""
+    import numpy as np
+    import torch
+    torch.set_num_threads(threads)
+    n = mbytes * 2**20 // 4
+    src = torch.ones(n)
+    dst = torch.empty(n)
+    dst.copy_(src)
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        ts.append(time.perf_counter() - t0)
+    a, b = src.numpy(), dst.numpy()
+    np.copyto(b, a)
+    tn = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        np.copyto(b, a)
+        tn.append(time.perf_counter() - t0)
+    nbytes = 2 * n * 4
+    return dict(buffer_mb=mbytes, torch_copy_gbps=nbytes / statistics.median(ts) / 1e9,
+                torch_copy_best_gbps=nbytes / min(ts) / 1e9,
+                numpy_copy_1thread_gbps=nbytes / statistics.median(tn) / 1e9)
+
+
+def roofline_bytes(program: str, N: int, E: int, F: int, I: int = 4, T: int = 4, H: int = GAT_HEADS,
+                   passes: int = 1):
+    """Bytes moved by one forward call of the program, counted two ways.
+
+    Per-edge gathers are counted at full size every time (no cache reuse assumed), index arrays
+    at the graph's index width ``I`` (int32 here: 4), floats at ``T`` = 4 bytes. ``passes`` is
+    the number of traversals of the in-edges in the generated forward source (counted from
+    ``SEASTAR_DUMP_DIR``: GAT was three, max / normaliser / weighted sum, before the online
+    softmax; it is one now).
+
+    GCN aggregation ``out[v] = sum_{e=(u->v)} h[u] * w[e]`` (h [N, F], w [E, 1]):
+      useful   = (N+1)*I (CSC offsets) + E*I (source ids) + E*T (w) + E*F*T (h rows)
+                 + N*F*T (out written)
+      executed = useful + N*I (degree order) + E*I (edge ids: w is read through the CSC slot's
+                 original edge id, as the generated kernel does)
+
+    GAT ``out[v] = sum_e softmax_e(leaky_relu(el[u] + er[v])) * h[u]`` (h [N, H, F/H],
+    el, er [N, H, 1]):
+      useful   = (N+1)*I + E*I + E*H*T (el of the source) + E*F*T (h rows) + N*H*T (er)
+                 + N*F*T (out written)   -- one pass
+      executed = passes*((N+1)*I + N*I (degree order) + E*I + E*H*T + N*H*T) + E*F*T + N*F*T
+                 + (passes-1)*2*N*H*T (softmax statistics written by one pass, read by the next)
+    """
+    if program == "gcn_agg":
+        useful = (N + 1) * I + E * I + E * T + E * F * T + N * F * T
+        executed = useful + N * I + E * I
+    elif program == "gat":
+        useful = (N + 1) * I + E * I + E * H * T + E * F * T + N * H * T + N * F * T
+        executed = (passes * ((N + 1) * I + N * I + E * I + E * H * T + N * H * T) + E * F * T + N * F * T
+                    + (passes - 1) * 2 * N * H * T)
+    else:
+        raise ValueError(program)
+    return useful, executed
+
+
+def count_passes(program: str) -> int:
+    """Traversals of the in-edges in the dumped forward source of ``program`` (1 if not dumped)."""
+    import glob
+    import re
+    d = os.environ.get("SEASTAR_DUMP_DIR")
+    files = glob.glob(os.path.join(d, f"{program}.forward.f32_i*.cpp")) if d else []
+    if not files:
+        return 1
+    with open(files[0]) as fh:
+        return max(1, len(re.findall(r"for \(int64_t j = beg; j < end; \+\+j\)", fh.read())))
+
+
+def run_roofline(cfg) -> dict:
+    import torch
+    import seastar as ss
+    from seastar.nn.gat_conv import gat_program
+    from seastar.nn.gcn_conv import weighted_sum
+    threads = cfg["threads"]
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    g = make_graph(cfg, "fused", "cpu")
+    N, E = g.num_nodes, g.num_edges
+    I = 4 if g.index_dtype == torch.int32 else 8
+    backend = "fused" if cfg["impl"] == "fused" else "reference"
+    copy0 = copy_bandwidth(threads)
+    rows = []
+    for F in cfg["widths"]:
+        for program in cfg["programs"]:
+            if program == "gcn_agg":
+                prog = weighted_sum
+                tensors = dict(h=torch.randn(N, F), w=torch.rand(E, 1))
+            else:
+                prog = gat_program(0.2, False)
+                tensors = dict(h=torch.randn(N, GAT_HEADS, F // GAT_HEADS), el=torch.randn(N, GAT_HEADS, 1),
+                               er=torch.randn(N, GAT_HEADS, 1))
+            with torch.no_grad():
+                prog(g, backend=backend, **tensors)  # trace, load kernels
+                ts = []
+                for _ in range(cfg["repeats"]):
+                    t0 = time.perf_counter()
+                    prog(g, backend=backend, **tensors)
+                    ts.append(time.perf_counter() - t0)
+            t = statistics.median(ts)
+            passes = count_passes("gcn_weighted_sum" if program == "gcn_agg" else "gat")
+            useful, executed = roofline_bytes(program, N, E, F, I=I, passes=passes)
+            rows.append(dict(program=program, width=F, passes=passes, kernel_ms=1e3 * t, bytes_useful=useful,
+                             bytes_executed=executed, gbps_useful=useful / t / 1e9,
+                             gbps_executed=executed / t / 1e9))
+            del tensors
+    copy1 = copy_bandwidth(threads)
+    copy_gbps = max(copy0["torch_copy_gbps"], copy1["torch_copy_gbps"])
+    for r in rows:
+        r["copy_gbps"] = copy_gbps
+        r["ratio_useful"] = r["gbps_useful"] / copy_gbps
+        r["ratio_executed"] = r["gbps_executed"] / copy_gbps
+    return dict(status="ok", N=N, E=E, index_bytes=I, copy_before=copy0, copy_after=copy1,
+                copy_gbps=copy_gbps, rows=rows)
+
+
+def main(cfg_json: str) -> None:
+    cfg = json.loads(cfg_json)
+    kind = cfg["kind"]
+    try:
+        if kind == "train":
+            res = run_train(cfg)
+        elif kind == "latency":
+            res = run_latency(cfg)
+        elif kind == "roofline":
+            res = run_roofline(cfg)
+        else:
+            raise ValueError(f"unknown kind {kind!r}")
+    except NotImplementedError as exc:  # e.g. the fused backend on a CUDA tensor
+        res = dict(status="unavailable", reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+    res["child_wall_s"] = time.perf_counter() - T_START
+    print(json.dumps(res), flush=True)

@@ -1,0 +1,264 @@
+"""Ratios, target checks, the markdown report and the plots of ``benchmarks/run.py``."""
+from __future__ import annotations
+
+import os
+
+IMPL_LABEL = {"fused": "seastar fused", "unfused": "unfused torch", "pyg": "PyG"}
+LAYER_LABEL = {"gcn": "GCN", "gat": "GAT (4 heads)", "sage": "SAGE-mean", "appnp": "APPNP (K=10)"}
+COLORS = {"fused": "tab:blue", "unfused": "tab:orange", "pyg": "tab:green"}
+
+
+def _div(a, b):
+    return a / b if a is not None and b is not None and b > 0 else None
+
+
+def ratios(train):
+    """One row per (graph, layer, width): each implementation's numbers and fused's ratios."""
+    groups = {}
+    for r in train:
+        groups.setdefault((r["num_edges"], r["graph"], r["layer"], r["width"]), {})[r["impl"]] = r
+    rows = []
+    for (E, graph, layer, width), by in sorted(groups.items(), key=lambda kv: (kv[0][2], kv[0][3], kv[0][0])):
+        ok = {k: v for k, v in by.items() if v.get("status") == "ok"}
+        any_rec = next(iter(by.values()))
+        row = dict(graph=graph, graph_label=any_rec["graph_label"], N=any_rec["num_nodes"], E=E, layer=layer,
+                   width=width)
+        for impl in ("fused", "unfused", "pyg"):
+            r = ok.get(impl)
+            row[f"{impl}_epoch_ms"] = r["epoch_ms"] if r else None
+            row[f"{impl}_forward_ms"] = r["forward_ms"] if r else None
+            row[f"{impl}_peak_mb"] = r["peak_mem_mb"] if r else None
+            if impl in by and impl not in ok:
+                row[f"{impl}_status"] = f"{by[impl]['status']}: {by[impl].get('reason', '')}"
+        for base in ("unfused", "pyg"):
+            row[f"speedup_vs_{base}"] = _div(row[f"{base}_epoch_ms"], row["fused_epoch_ms"])
+            row[f"forward_speedup_vs_{base}"] = _div(row[f"{base}_forward_ms"], row["fused_forward_ms"])
+            row[f"memory_ratio_vs_{base}"] = _div(row[f"{base}_peak_mb"], row["fused_peak_mb"])
+        row["pyg_vs_unfused_speedup"] = _div(row["unfused_epoch_ms"], row["pyg_epoch_ms"])
+        rows.append(row)
+    return rows
+
+
+def _largest(rows, layer, need):
+    """Per width, the row on the largest graph where every key in ``need`` is measured."""
+    best = {}
+    for r in rows:
+        if r["layer"] != layer or any(r.get(k) is None for k in need):
+            continue
+        if r["width"] not in best or r["E"] > best[r["width"]]["E"]:
+            best[r["width"]] = r
+    return [best[w] for w in sorted(best)]
+
+
+def targets(results):
+    """The issue's targets (reported, never asserted)."""
+    out = []
+    rows = results["ratios"]
+    for r in _largest(rows, "gat", ["speedup_vs_pyg", "memory_ratio_vs_pyg"]):
+        out.append(dict(target="GAT epoch >= 3x faster than PyG on the largest graph", where=_where(r),
+                        measured=r["speedup_vs_pyg"], goal=3.0, met=r["speedup_vs_pyg"] >= 3.0))
+        out.append(dict(target="GAT peak memory >= 5x less than PyG on the largest graph", where=_where(r),
+                        measured=r["memory_ratio_vs_pyg"], goal=5.0, met=r["memory_ratio_vs_pyg"] >= 5.0))
+    for r in _largest(rows, "gcn", ["speedup_vs_pyg"]):
+        out.append(dict(target="GCN epoch >= 2x faster than PyG on the largest graph", where=_where(r),
+                        measured=r["speedup_vs_pyg"], goal=2.0, met=r["speedup_vs_pyg"] >= 2.0))
+    bw = [r for r in results["roofline"] if r.get("status") == "ok" and r["impl"] == "fused"
+          and r["program"] == "gcn_agg"]
+    if bw:
+        E = max(r["E"] for r in bw)
+        for r in sorted((r for r in bw if r["E"] == E), key=lambda r: r["width"]):
+            out.append(dict(target="GCN aggregation bandwidth >= 50% of copy bandwidth",
+                            where=f"{r['graph_label']}, F={r['width']}", measured=r["ratio_executed"], goal=0.5,
+                            met=r["ratio_executed"] >= 0.5))
+    for r in results["latency"]:
+        if r.get("phase") == "warm" and r.get("status") == "ok":
+            out.append(dict(target="warm first call (forward + backward) < 100 ms",
+                            where=f"{LAYER_LABEL[r['layer']]}, F={r['width']}, {r['graph']}",
+                            measured=r["first_call_ms"], goal=100.0, met=r["first_call_ms"] < 100.0, unit="ms"))
+    return out
+
+
+def _where(r):
+    return f"{r['graph_label']} ({r['E']:,} edges), F={r['width']}"
+
+
+# -- markdown ----------------------------------------------------------------------------------
+def _ms(x):
+    if x is None:
+        return "-"
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def _x(x):
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def _mb(x):
+    return "-" if x is None else f"{x:.0f}"
+
+
+def markdown(results) -> str:
+    m = results["meta"]
+    L = []
+    L.append("# Seastar benchmarks: fused kernels vs unfused torch vs PyTorch Geometric\n")
+    L.append(f"Command: `{m['command']}` ({m['date']}, {m['wall_s']:.0f} s).  ")
+    L.append(f"Machine: {m['cpu']}, {m['cpu_count']} cores; device `{m['device']}`, {m['threads']} threads for "
+             f"every implementation; torch {m['torch']}, Python {m['python']}.  ")
+    L.append(f"PyG: {m['pyg']}. matplotlib: {m['deps']['matplotlib']}.  ")
+    L.append(f"{m['dgl']}\n")
+    L.append(f"Model: {m['model']}. GAT: 4 heads x F/4 channels; APPNP: Linear(F, F) then K=10, alpha=0.1; "
+             f"SAGE: mean. Random features of width F. Times are medians of {m['repeats']} epochs after "
+             f"{m['warmup'] + 1} warm-up epoch(s); one process per configuration. "
+             + (m.get("memory_note", "Peak memory: the child's RSS high-water mark (VmHWM, reset after setup) "
+                "during training, less its RSS after the imports and less library pages faulted in meanwhile")
+                .rstrip(".") + " (graph + features + model + training). ") +
+             "Ratios > 1 favour seastar fused.\n")
+    if m.get("graphs_not_run"):
+        L.append("Graphs not run: " + "; ".join(f"{g} ({why})" for g, why in m["graphs_not_run"].items()) + "\n")
+
+    rows = results["ratios"]
+    L.append("## Training epoch (forward + backward + Adam step), ms\n")
+    L.append("| graph | E | layer | F | fused | unfused | PyG | fused vs unfused | fused vs PyG |")
+    L.append("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        L.append(f"| {r['graph_label']} | {r['E']:,} | {LAYER_LABEL[r['layer']]} | {r['width']} | "
+                 f"{_ms(r['fused_epoch_ms'])} | {_ms(r['unfused_epoch_ms'])} | {_ms(r['pyg_epoch_ms'])} | "
+                 f"{_x(r['speedup_vs_unfused'])} | {_x(r['speedup_vs_pyg'])} |")
+    L.append("\n## Forward pass (eval, no_grad), ms\n")
+    L.append("| graph | layer | F | fused | unfused | PyG | fused vs unfused | fused vs PyG |")
+    L.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        L.append(f"| {r['graph_label']} | {LAYER_LABEL[r['layer']]} | {r['width']} | {_ms(r['fused_forward_ms'])} | "
+                 f"{_ms(r['unfused_forward_ms'])} | {_ms(r['pyg_forward_ms'])} | "
+                 f"{_x(r['forward_speedup_vs_unfused'])} | {_x(r['forward_speedup_vs_pyg'])} |")
+    L.append("\n## Peak memory of training, MB\n")
+    L.append("| graph | layer | F | fused | unfused | PyG | unfused / fused | PyG / fused |")
+    L.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        L.append(f"| {r['graph_label']} | {LAYER_LABEL[r['layer']]} | {r['width']} | {_mb(r['fused_peak_mb'])} | "
+                 f"{_mb(r['unfused_peak_mb'])} | {_mb(r['pyg_peak_mb'])} | {_x(r['memory_ratio_vs_unfused'])} | "
+                 f"{_x(r['memory_ratio_vs_pyg'])} |")
+    notrun = [r for r in results["train"] if r.get("status") != "ok"]
+    if notrun:
+        L.append("\n### Configurations not measured\n")
+        for r in notrun:
+            L.append(f"* {r['graph_label']}, {LAYER_LABEL[r['layer']]}, F={r['width']}, {IMPL_LABEL[r['impl']]}: "
+                     f"{r['status']}: {r.get('reason', '')}")
+
+    roof = results["roofline"]
+    if roof:
+        L.append("\n## Bandwidth of the aggregation programs (forward of the program alone)\n")
+        L.append("Bytes moved per call (formulas in `benchmarks/_child.py:roofline_bytes`): every gathered row "
+                 "is counted at full size, index arrays at the graph's index width (int32), outputs written. "
+                 "*moved* counts what the generated kernels execute (*passes*: traversals of the in-edges in "
+                 "the generated source; GCN reads edge weights through the CSC slot's edge id); *useful* is "
+                 "the one-pass minimum. Copy "
+                 "bandwidth: `torch.Tensor.copy_` of 256 MB, same threads, same process, read + write bytes. "
+                 "Above 100% means the gathered rows are served from cache.\n")
+        L.append("| graph | program | impl | F | passes | time ms | moved GB/s | useful GB/s | copy GB/s | "
+                 "moved / copy | useful / copy |")
+        L.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for r in roof:
+            if r.get("status") != "ok":
+                continue
+            moved = f"{r['gbps_executed']:.1f}" if r["impl"] == "fused" else "-"
+            ratio = f"{100 * r['ratio_executed']:.0f}%" if r["impl"] == "fused" else "-"
+            L.append(f"| {r['graph_label']} | {'GCN aggregation' if r['program'] == 'gcn_agg' else 'GAT'} | "
+                     f"{r['impl']} | {r['width']} | {r['passes'] if r['impl'] == 'fused' else '-'} | "
+                     f"{_ms(r['kernel_ms'])} | {moved} | {r['gbps_useful']:.1f} | "
+                     f"{r['copy_gbps']:.1f} | {ratio} | {100 * r['ratio_useful']:.0f}% |")
+    lat = results["latency"]
+    if lat:
+        L.append("\n## First-call latency of a fused layer (Cora)\n")
+        L.append("Forward and backward of the first training step in a new process: tracing, lowering, "
+                 "compiling (cold: empty `SEASTAR_CACHE_DIR`) or loading (warm: second process, same "
+                 "folder) the kernels, and running them; steady state for comparison.\n")
+        L.append("| layer | F | cache | first forward ms | first backward ms | first call ms | steady fwd + bwd ms |")
+        L.append("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
+        for r in lat:
+            if r.get("status") != "ok":
+                L.append(f"| {LAYER_LABEL[r['layer']]} | {r['width']} | {r['phase']} | {r['status']} | | | |")
+                continue
+            L.append(f"| {LAYER_LABEL[r['layer']]} | {r['width']} | {r['phase']} | {_ms(r['first_forward_ms'])} | "
+                     f"{_ms(r['first_backward_ms'])} | {_ms(r['first_call_ms'])} | "
+                     f"{_ms(r['steady_forward_ms'] + r['steady_backward_ms'])} |")
+    if results["targets"]:
+        L.append("\n## Targets of issue 7 (reported, not asserted)\n")
+        L.append("| target | where | measured | met |")
+        L.append("| --- | --- | ---: | --- |")
+        for t in results["targets"]:
+            meas = f"{t['measured']:.0f} ms" if t.get("unit") == "ms" else (
+                f"{100 * t['measured']:.0f}%" if "bandwidth" in t["target"] else f"{t['measured']:.2f}x")
+            L.append(f"| {t['target']} | {t['where']} | {meas} | {'yes' if t['met'] else 'no'} |")
+    plots = m.get("plots") or []
+    if plots:
+        L.append("\n## Plots\n")
+        for p in plots:
+            L.append(f"![{p}]({p})")
+    return "\n".join(L) + "\n"
+
+
+# -- plots -------------------------------------------------------------------------------------
+def plots(results, out):
+    """scaling_F{w}.png (epoch time and peak memory vs E, one panel per layer) and roofline.png."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    train = [r for r in results["train"] if r.get("status") == "ok"]
+    widths = sorted({r["width"] for r in train})
+    layers = [lay for lay in ("gcn", "gat", "sage", "appnp") if any(r["layer"] == lay for r in train)]
+    for w in widths:
+        fig, axes = plt.subplots(2, len(layers), figsize=(3.3 * len(layers), 5.6), squeeze=False)
+        for j, layer in enumerate(layers):
+            for impl in ("fused", "unfused", "pyg"):
+                pts = sorted((r["num_edges"], r["epoch_ms"], r["peak_mem_mb"]) for r in train
+                             if r["layer"] == layer and r["width"] == w and r["impl"] == impl)
+                if not pts:
+                    continue
+                xs = [p[0] for p in pts]
+                axes[0][j].plot(xs, [p[1] for p in pts], "o-", color=COLORS[impl], label=IMPL_LABEL[impl], ms=4)
+                axes[1][j].plot(xs, [p[2] for p in pts], "o-", color=COLORS[impl], label=IMPL_LABEL[impl], ms=4)
+            axes[0][j].set_title(f"{LAYER_LABEL[layer]}, F={w}", fontsize=9)
+            for i in (0, 1):
+                axes[i][j].set_xscale("log")
+                axes[i][j].set_yscale("log")
+                axes[i][j].grid(True, which="both", alpha=0.3)
+                axes[i][j].tick_params(labelsize=7)
+            axes[1][j].set_xlabel("edges E", fontsize=8)
+        axes[0][0].set_ylabel("time per epoch, ms", fontsize=8)
+        axes[1][0].set_ylabel("peak memory, MB", fontsize=8)
+        axes[0][0].legend(fontsize=7)
+        fig.suptitle(f"Training epoch time and peak memory vs edges, feature width {w} "
+                     f"({results['meta']['device']}, {results['meta']['threads']} threads)", fontsize=10)
+        fig.tight_layout()
+        name = f"scaling_F{w}.png"
+        fig.savefig(os.path.join(out, name), dpi=80)
+        plt.close(fig)
+        files.append(name)
+    roof = [r for r in results["roofline"] if r.get("status") == "ok"]
+    if roof:
+        fig, ax = plt.subplots(figsize=(6.5, 3.8))
+        for (prog, impl), style in ((("gcn_agg", "fused"), "o-"), (("gat", "fused"), "s-"),
+                                    (("gcn_agg", "unfused"), "o:"), (("gat", "unfused"), "s:")):
+            for w in sorted({r["width"] for r in roof}):
+                pts = sorted((r["E"], 100 * r["ratio_useful"]) for r in roof
+                             if r["program"] == prog and r["impl"] == impl and r["width"] == w)
+                if pts:
+                    label = f"{'GCN agg' if prog == 'gcn_agg' else 'GAT'} {impl} F={w}"
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label, ms=4)
+        ax.axhline(100, color="k", lw=0.8)
+        ax.axhline(50, color="k", lw=0.6, ls="--")
+        ax.set_xscale("log")
+        ax.set_xlabel("edges E", fontsize=8)
+        ax.set_ylabel("useful bytes / time, % of copy bandwidth", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+        ax.set_title("Aggregation programs: effective bandwidth vs copy bandwidth", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "roofline.png"), dpi=80)
+        plt.close(fig)
+        files.append("roofline.png")
+    return files

@@ -1,0 +1,53 @@
+"""Smoke test of the benchmark suite: ``benchmarks/run.py --quick`` end to end.
+
+Runs in a subprocess with ``--no-install`` (CI does not install benchmarks/requirements.txt and
+must not reach for the network): PyG and matplotlib are used when importable and recorded as
+unavailable otherwise.
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_quick_benchmark_writes_results_with_ratios(tmp_path):
+    out = tmp_path / "bench"
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "run.py"), "--quick", "--no-install", "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, f"run.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+
+    results = json.loads((out / "results.json").read_text())
+    md = (out / "results.md").read_text()
+
+    train = results["train"]
+    assert {(t["layer"], t["impl"]) for t in train} >= {("gcn", "fused"), ("gcn", "unfused"),
+                                                         ("gat", "fused"), ("gat", "unfused")}
+    assert all(t["graph"] == "cora" for t in train)
+    for t in train:
+        if t["impl"] in ("fused", "unfused"):
+            assert t["status"] == "ok", t
+            assert t["epoch_ms"] > 0 and t["forward_ms"] > 0 and t["peak_mem_mb"] > 0
+
+    ratios = {(r["layer"], r["width"]): r for r in results["ratios"]}
+    assert set(ratios) == {("gcn", 16), ("gat", 16)}
+    for r in ratios.values():
+        assert r["speedup_vs_unfused"] > 0 and r["memory_ratio_vs_unfused"] > 0
+
+    pyg = results["meta"]["pyg"]
+    if importlib.util.find_spec("torch_geometric") is None:
+        assert pyg.startswith("unavailable")
+        assert all(t["impl"] != "pyg" for t in train)
+        assert all(r["speedup_vs_pyg"] is None for r in ratios.values())
+    elif not pyg.startswith("unavailable"):
+        assert all(r["speedup_vs_pyg"] > 0 for r in ratios.values())
+
+    assert "DGL" in results["meta"]["dgl"]
+    assert any(r["phase"] == "warm" and r["status"] == "ok" for r in results["latency"])
+    assert any(r.get("status") == "ok" and r["copy_gbps"] > 0 for r in results["roofline"])
+
+    assert "fused vs unfused" in md and "x |" in md
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (out / "scaling_F16.png").stat().st_size > 0
