@@ -14,8 +14,10 @@ Three kinds of child:
 * ``roofline``: the GCN aggregation program and the GAT program alone (forward, no autograd),
   with bytes moved per call, against the copy bandwidth measured in the same process.
 
-Peak memory on CPU: ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` after the high-water mark is
-reset (``/proc/self/clear_refs`` = 5, Linux) once setup is done. ``peak_mem_mb`` is that peak
+Peak memory on CPU: the process's RSS high-water mark (``VmHWM``) after it is reset
+(``/proc/self/clear_refs`` = 5, Linux) once setup is done. ``getrusage(RUSAGE_SELF).ru_maxrss`` is
+recorded too but not used: Linux carries the parent's high-water mark into a child across
+fork + exec, so it reads at least the parent's RSS (see ``maxrss_mb``). ``peak_mem_mb`` is that peak
 minus the RSS right after the imports, so it counts the graph, the features, the model and
 everything training allocates, but not the interpreter and the libraries (PyG's import is
 heavier than seastar's). On CUDA: ``torch.cuda.max_memory_allocated`` over the epochs.
@@ -85,7 +87,20 @@ class AnonSampler:
 
 
 def maxrss_mb() -> float:
+    """``getrusage(RUSAGE_SELF).ru_maxrss``. Not used for the peak itself: Linux carries the
+    parent's high-water mark into the child across fork + exec (``signal->maxrss``), and the
+    /proc reset below does not clear it, so a parent holding a large graph raises every child's
+    value to its own RSS. Recorded for reference."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def hwm_mb() -> float:
+    """VmHWM: this process's own RSS high-water mark (the one ``reset_peak`` resets)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return maxrss_mb()
 
 
 def reset_peak() -> bool:
@@ -265,9 +280,9 @@ def run_train(cfg) -> dict:
         peak_mem, training_extra = peak, None
         peak_abs = peak
     else:
-        # getrusage peak since the reset, less the RSS after the imports, less library pages
-        # (file-backed) that were faulted in since then: the tensors' and the graph's memory.
-        peak_abs = maxrss_mb()
+        # RSS high-water mark since the reset, less the RSS after the imports, less library
+        # pages (file-backed) faulted in since then: the tensors' and the graph's memory.
+        peak_abs = hwm_mb()
         peak_mem = peak_abs - rss_import - file_growth
         training_extra = peak_abs - rss_setup - file_growth if hiwater_reset else None
     model.eval()
@@ -278,7 +293,8 @@ def run_train(cfg) -> dict:
                 epoch_ms_all=[1e3 * t for t in epochs], forward_ms=median_ms(forwards),
                 first_epoch_ms=1e3 * first_epoch, peak_mem_mb=peak_mem, training_extra_mb=training_extra,
                 peak_rss_abs_mb=peak_abs, rss_after_import_mb=rss_import, rss_after_setup_mb=rss_setup,
-                hiwater_reset=hiwater_reset, rss_file_growth_mb=file_growth, anon_peak_mb=anon_peak,
+                hiwater_reset=hiwater_reset, peak_source="VmHWM", ru_maxrss_mb=maxrss_mb(),
+                rss_file_growth_mb=file_growth, anon_peak_mb=anon_peak,
                 rss_parts_import=parts_import, rss_parts_end=parts_end, import_s=t_import, setup_s=t_setup, measure_s=t_measure)
 
 

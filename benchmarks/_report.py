@@ -116,7 +116,7 @@ def markdown(results) -> str:
     if m.get("graphs_not_run"):
         L.append("Graphs not run: " + "; ".join(f"{g} ({why})" for g, why in m["graphs_not_run"].items()) + "\n")
 
-    rows = results["ratios"]
+    rows = [r for r in results["ratios"] if any(r[f"{i}_epoch_ms"] is not None for i in ("fused", "unfused", "pyg"))]
     L.append("## Training epoch (forward + backward + Adam step), ms\n")
     L.append("| graph | E | layer | F | fused | unfused | PyG | fused vs unfused | fused vs PyG |")
     L.append("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
