@@ -41,21 +41,9 @@ except ImportError:  # run from a checkout: python examples/hetero_node_classifi
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
     import seastar as ss
 import seastar.nn as snn  # noqa: E402
+from seastar.fused import FallbackLog  # noqa: E402
 
 log = logging.getLogger("seastar.examples.hetero_node_classification")
-
-
-class FallbackLog(logging.Handler):
-    """Collects the seastar logger's "runs on the reference backend" lines (fused-path report)."""
-
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.messages = []
-
-    def emit(self, record):
-        msg = record.getMessage()
-        if "runs on the reference backend" in msg and msg not in self.messages:
-            self.messages.append(msg)
 
 
 class RGCN(nn.Module):

@@ -13,6 +13,23 @@ import logging
 from . import _C
 
 log = logging.getLogger("seastar")
+FALLBACK_MESSAGE = "runs on the reference backend"
+
+
+class FallbackLog(logging.Handler):
+    """Collects the programs that ran on the reference backend instead of fused kernels.
+
+    ``logging.getLogger("seastar").addHandler(h := FallbackLog())`` (with the logger at INFO),
+    then ``h.messages`` lists each fallback once, with its reason."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.messages = []
+
+    def emit(self, record):
+        msg = record.getMessage()
+        if FALLBACK_MESSAGE in msg and msg not in self.messages:
+            self.messages.append(msg)
 
 _warned_no_cuda = False
 
@@ -21,7 +38,7 @@ def _program(compiled) -> "_C.FusedProgram":
     if compiled.kernels is None:
         compiled.kernels = _C.FusedProgram(compiled.lowered)
         if compiled.kernels.unsupported:
-            log.info("%s runs on the reference backend: %s", compiled.lowered.name, compiled.kernels.unsupported)
+            log.info("%s " + FALLBACK_MESSAGE + ": %s", compiled.lowered.name, compiled.kernels.unsupported)
     return compiled.kernels
 
 
