@@ -62,6 +62,7 @@ class CudaEmitter : public EmitterBase {
   // split loops unroll through their own header (_Pragma in split_loop), so arrays indexed by
   // the slot t stay in registers; whole loops are left to the compiler
   std::string simd(Layout) const override { return ""; }
+  std::string simd_sum(const std::string&) const override { return ""; }
   std::string graph_array(int i) const override { return "args.G[" + std::to_string(i) + "]"; }
   std::string buffer_array(int b) const override { return "args.B[" + std::to_string(b) + "]"; }
 

@@ -29,6 +29,18 @@ std::string bcast_index(const Shape& a, const Shape& o, const std::string& k) {
   return expr.empty() ? "0" : "(" + expr + ")";
 }
 
+std::string bcast_index_rows(const Shape& a, const Shape& o, const std::string& row, const std::string& col) {
+  const int64_t I = o.back();
+  if (a == o) return "(" + row + " * " + std::to_string(I) + " + " + col + ")";
+  if (numel(a) == 1) return "0";
+  const Shape o_rows(o.begin(), o.end() - 1);
+  const int64_t a_last = a.empty() ? 1 : a.back();
+  const Shape a_rows = a.empty() ? Shape{} : Shape(a.begin(), a.end() - 1);
+  std::string r = numel(a_rows) == 1 ? "0" : bcast_index(a_rows, o_rows, row);
+  if (a_last == 1) return r;
+  return "(" + r + " * " + std::to_string(a_last) + " + " + col + ")";
+}
+
 std::string EmitterBase::lit(double x) {
   std::ostringstream os;
   os.precision(17);
@@ -152,7 +164,10 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
   auto hit = memo_.find(key);
   if (hit != memo_.end()) return hit->second;
   auto rb = read_.find(id);
-  if (rb != read_.end()) return memo_[key] = Operand{buffer_ptr(rb->second, row), Layout::Whole};
+  if (rb != read_.end()) {
+    if (row == "n" && kind_ == Kernel::Kind::Traverse) nbr_rows_.push_back({rb->second, numel(v.shape)});
+    return memo_[key] = Operand{buffer_ptr(rb->second, row), Layout::Whole};
+  }
 
   std::ostringstream& os = stream_for(row);
   const std::string name = "v" + std::to_string(id) + (row.empty() ? "" : "_" + row);
@@ -227,7 +242,29 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
       note_width(v);
       decl(Layout::Whole);
       os << ind << "for (int64_t k = 0; k < " << S << "; ++k) " << name << "[k] = T(0);\n";
-      if (px.layout == Layout::Whole) {
+      if (px.layout == Layout::Whole && x.shape.size() >= 2 && x.shape.back() > 1) {
+        // rows by columns: a column sum is a vectorised reduction, a kept last axis a contiguous add
+        const int64_t I = x.shape.back(), O = numel(x.shape) / I;
+        const bool keeps_last = !v.shape.empty() && v.shape.back() == I;  // right-aligned: the same axis
+        os << ind << "for (int64_t k0 = 0; k0 < " << O << "; ++k0) {\n";
+        if (keeps_last) {
+          const std::string p = simd(Layout::Whole);
+          if (!p.empty()) os << ind << "  " << p << "\n";
+          os << ind << "  for (int64_t k1 = 0; k1 < " << I << "; ++k1) " << name << "["
+             << bcast_index_rows(v.shape, x.shape, "k0", "k1") << "] += " << px.expr << "[k0 * " << I << " + k1];\n";
+        } else {
+          const Shape x_rows(x.shape.begin(), x.shape.end() - 1);
+          const Shape v_rows = v.shape.empty() ? Shape{} : Shape(v.shape.begin(), v.shape.end() - 1);
+          const std::string p = simd_sum("acc");
+          os << ind << "  T acc = T(0);\n";
+          if (!p.empty()) os << ind << "  " << p << "\n";
+          os << ind << "  for (int64_t k1 = 0; k1 < " << I << "; ++k1) acc += " << px.expr << "[k0 * " << I
+             << " + k1];\n"
+             << ind << "  " << name << "[" << (numel(v_rows) == 1 ? std::string("0") : bcast_index(v_rows, x_rows, "k0"))
+             << "] += acc;\n";
+        }
+        os << ind << "}\n";
+      } else if (px.layout == Layout::Whole) {
         os << ind << "for (int64_t k = 0; k < " << numel(x.shape) << "; ++k) " << name << "["
            << bcast_index(v.shape, x.shape, "k") << "] += " << px.expr << "[k];\n";
       } else {
@@ -326,11 +363,29 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
       decl(lay);
       os << ind << "{\n" << ind << "  const double p0 = " << lit(v.p0) << ", p1 = " << lit(v.p1) << ";\n"
          << ind << "  (void)p0; (void)p1;\n";
+      const Shape& sa = m_.at(v.inputs[0]).shape;
+      const Shape& sb = info.kind == OpKind::Binary ? m_.at(v.inputs[1]).shape : v.shape;
+      const bool whole = lay == Layout::Whole && pa.layout == Layout::Whole &&
+                         (info.kind != OpKind::Binary || pb.layout == Layout::Whole);
+      if (whole && v.shape.size() >= 2 && v.shape.back() > 1 && (sa != v.shape || sb != v.shape)) {
+        // a broadcast over the last axis: rows by columns, so the inner loop reads each operand
+        // contiguously or as one loop-invariant value (a flat index with / and % would gather)
+        const int64_t I = v.shape.back(), O = S / I;
+        os << ind << "  for (int64_t k0 = 0; k0 < " << O << "; ++k0) {\n";
+        pragma(lay, ind + "    ");
+        os << ind << "    for (int64_t k1 = 0; k1 < " << I << "; ++k1) {\n"
+           << ind << "      const auto a = " << pa.expr << "[" << bcast_index_rows(sa, v.shape, "k0", "k1") << "];\n";
+        if (info.kind == OpKind::Binary)
+          os << ind << "      const auto b = " << pb.expr << "[" << bcast_index_rows(sb, v.shape, "k0", "k1") << "];\n";
+        os << ind << "      " << name << "[k0 * " << I << " + k1] = " << scalar_expr(info.c_expr) << ";\n"
+           << ind << "    }\n" << ind << "  }\n" << ind << "}\n";
+        return memo_[key] = Operand{name, lay};
+      }
       pragma(lay, ind + "  ");
       os << ind << "  " << loop(lay, S) << "{\n"
-         << ind << "    const auto a = " << at(pa, m_.at(v.inputs[0]).shape, v.shape) << ";\n";
+         << ind << "    const auto a = " << at(pa, sa, v.shape) << ";\n";
       if (info.kind == OpKind::Binary)
-        os << ind << "    const auto b = " << at(pb, m_.at(v.inputs[1]).shape, v.shape) << ";\n";
+        os << ind << "    const auto b = " << at(pb, sb, v.shape) << ";\n";
       os << ind << "    " << name << "[" << slot(lay) << "] = " << scalar_expr(info.c_expr) << ";\n"
          << ind << "  }\n" << ind << "}\n";
       return memo_[key] = Operand{name, lay};
@@ -452,6 +507,7 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
       it = (it->first.second == "e" || it->first.second == "n") ? memo_.erase(it) : std::next(it);
     pre_.str("");
     body_.str("");
+    nbr_rows_.clear();
     std::ostringstream init, update, fin;
     for (size_t i = 0; i < k.values.size(); ++i)
       if (k.pass[i] == pass) reduction(k.values[i], init, update, fin, t);
@@ -459,7 +515,7 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
     passes << "      // pass " << pass << "\n" << pre_.str() << init.str()
            << "      for (int64_t j = beg; j < end; ++j) {\n"
            << "        const int64_t n = nbr[j], e = eid[j];\n        (void)n;\n"
-           << indent(body_.str()) << update.str() << "      }\n" << fin.str();
+           << prefetch(nbr_rows_) << indent(body_.str()) << update.str() << "      }\n" << fin.str();
   }
   t.passes = passes.str();
   return t;

@@ -91,6 +91,8 @@ class EmitterBase {
   virtual std::string scalar_expr(const std::string& c_expr) const { return c_expr; }
   /// The vectorisation pragma of a feature loop of a layout ("" for none).
   virtual std::string simd(Layout) const { return "#pragma omp simd"; }
+  /// The same for a loop that sums into the scalar `acc` (vectorised partial sums, in a fixed order).
+  virtual std::string simd_sum(const std::string& acc) const { return "#pragma omp simd reduction(+:" + acc + ")"; }
   /// How the kernels name the graph arrays and buffers: G[i], B[b] (C++), a.G[i], a.B[b] (CUDA).
   virtual std::string graph_array(int i) const { return "G[" + std::to_string(i) + "]"; }
   virtual std::string buffer_array(int b) const { return "B[" + std::to_string(b) + "]"; }
@@ -108,6 +110,9 @@ class EmitterBase {
   virtual void pass_barrier(std::ostringstream&) {}
   /// Called for every computed value and accumulator (lets the CUDA emitter size its mapping).
   virtual void note_width(const ir::Value&) {}
+  /// Statements at the top of a traversal's edge loop that prefetch the neighbour rows a later
+  /// edge reads (`rows`: buffer, elements per row, as read in this pass); "" for none (CUDA).
+  virtual std::string prefetch(const std::vector<std::pair<int, int64_t>>& /*rows*/) const { return ""; }
 
   const FusedPlan& p_;
   const ir::Module& m_;
@@ -116,6 +121,7 @@ class EmitterBase {
   std::map<int, std::vector<int>> write_;   ///< value -> the buffers it is stored to
   std::map<std::pair<int, std::string>, Operand> memo_;
   std::ostringstream pre_, body_;           ///< per-centre and per-edge code of the current pass
+  std::vector<std::pair<int, int64_t>> nbr_rows_;  ///< buffers read at the neighbour row in this pass
   Kernel::Kind kind_ = Kernel::Kind::Traverse;
   ir::Group group_ = ir::Group::None;
 
@@ -128,5 +134,7 @@ class EmitterBase {
 
 /// Index into an operand of shape `a` for flat position `k` of a broadcast result of shape `o`.
 std::string bcast_index(const ir::Shape& a, const ir::Shape& o, const std::string& k);
+/// The same for an element of `o` addressed as (row, col): col runs over `o`'s last axis.
+std::string bcast_index_rows(const ir::Shape& a, const ir::Shape& o, const std::string& row, const std::string& col);
 
 }  // namespace seastar::codegen
