@@ -3,8 +3,12 @@
  *   fold:      op(constant...) -> constant                  (scalar elementwise ops)
  *   identity:  x*1, 1*x, x+0, 0+x, x-0, x/1 -> x;  neg(neg x) -> x;  sum_to/expand to own shape -> x
  *   cse:       two values with the same op, inputs and attributes -> one
+ *   reassociate: (a * b) * c -> (a * c) * b when the product a*b is used once and a * c is
+ *              smaller than the result (a scalar or per-head factor applied before a broadcast
+ *              to the full feature shape, so it is multiplied once per row, not per element)
  *   dce:       values no output reaches are dropped (leaves too, so unused inputs vanish)
  */
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -89,15 +93,65 @@ Module dce(const Module& m) {
   return out;
 }
 
+/// For v = mul(p, q) with p or q = mul(a, b) used only by v: the value (x * c) * y with x one of
+/// a, b and y the other, when x * c has fewer elements than v; else v unchanged. `uses[id]` counts
+/// the uses (in the original module) of the values merged into out's `id`.
+Value reassociate(Module& out, const std::vector<int>& uses, Value v) {
+  if (v.op != Op::mul || v.inputs.size() != 2) return v;
+  for (int side = 0; side < 2; ++side) {
+    const int t = v.inputs[side], c = v.inputs[1 - side];
+    const Value tv = out.at(t);  // a copy: out.add below may move the values
+    if (tv.op != Op::mul || uses[t] != 1 || numel(out.at(c).shape) >= numel(v.shape)) continue;
+    int best = -1;
+    int64_t best_numel = numel(v.shape);
+    for (int k = 0; k < 2; ++k) {
+      const Shape& xs = out.at(tv.inputs[k]).shape;
+      const Shape& cs = out.at(c).shape;
+      const size_t r = std::max(xs.size(), cs.size());
+      Shape b(r, 1);
+      bool ok = true;
+      for (size_t i = 0; i < r; ++i) {
+        const int64_t xd = i + xs.size() >= r ? xs[i + xs.size() - r] : 1;
+        const int64_t cd = i + cs.size() >= r ? cs[i + cs.size() - r] : 1;
+        ok = ok && (xd == cd || xd == 1 || cd == 1);
+        b[i] = std::max(xd, cd);
+      }
+      if (ok && numel(b) < best_numel) best = k, best_numel = numel(b);
+    }
+    if (best < 0) continue;
+    Value u;
+    u.op = Op::mul, u.inputs = {tv.inputs[best], c}, u.loc = v.loc, u.id = out.size();
+    infer_value(out, u);
+    const int ui = out.add(std::move(u));
+    Value w = v;
+    w.inputs = {ui, tv.inputs[1 - best]}, w.id = out.size();
+    infer_value(out, w);
+    if (w.shape != v.shape || w.space != v.space) continue;  // (cannot happen: broadcasting is associative)
+    return w;
+  }
+  return v;
+}
+
 }  // namespace
 
 Module simplify(const Module& m) {
   Module out;
   std::vector<int> remap(m.size(), -1);
   std::map<std::string, int> seen;
+  std::vector<int> orig_uses(m.size(), 0), uses;
+  for (const Value& v : m.values)
+    for (int in : v.inputs) ++orig_uses[in];
+  for (int o : m.outputs) ++orig_uses[o];
+  auto bind = [&](int orig, int to) {
+    remap[orig] = to;
+    if (static_cast<int>(uses.size()) < out.size()) uses.resize(out.size(), 0);
+    uses[to] += orig_uses[orig];
+  };
   for (const Value& orig : m.values) {
     Value v = orig;
     for (int& in : v.inputs) in = remap[in];
+    if (static_cast<int>(uses.size()) < out.size()) uses.resize(out.size(), 0);
+    v = reassociate(out, uses, std::move(v));
     // constant folding of scalar elementwise ops
     const OpKind kind = op_info(v.op).kind;
     if ((kind == OpKind::Unary || kind == OpKind::Binary) && v.op != Op::eq) {
@@ -113,17 +167,19 @@ Module simplify(const Module& m) {
     if (v.op != Op::constant && op_info(v.op).kind != OpKind::Leaf) {
       int same = identity(out, v);
       if (same >= 0) {
-        remap[orig.id] = same;
+        bind(orig.id, same);
         continue;
       }
     }
     std::string k = key(v);
     auto it = seen.find(k);
     if (it != seen.end()) {
-      remap[orig.id] = it->second;
+      bind(orig.id, it->second);
       continue;
     }
-    remap[orig.id] = seen[k] = out.add(std::move(v));
+    const int id = out.add(std::move(v));
+    seen[k] = id;
+    bind(orig.id, id);
   }
   for (int o : m.outputs) out.outputs.push_back(remap[o]);
   out.output_names = m.output_names;

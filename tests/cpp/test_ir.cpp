@@ -74,3 +74,34 @@ TEST(IR, SimplifyFoldsAndMergesDuplicates) {
   // a, gather, add, agg_sum: the folded constant and the duplicate gather are gone
   EXPECT_EQ(m.size(), 4) << ir::print(m);
 }
+
+namespace {
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+}  // namespace
+
+TEST(IR, SimplifyAppliesASmallFactorBeforeTheBroadcast) {
+  // (s[4,1] * x[1,8]) * w[1]: w multiplies s (4 elements), not the [4, 8] product
+  Builder b({{"s", {10, 4, 1}}, {"x", {10, 1, 8}}, {"w", {30, 1}}}, {});
+  Vertex v(&b);
+  Edge e = v.in_edges().edge();
+  ir::Module m = passes::simplify(b.finish({sum(e.src()["s"] * e.src()["x"] * e["w"])}));
+  passes::verify(m);
+  const std::string text = ir::print(m);
+  EXPECT_EQ(count(text, "= mul"), 2) << text;
+  EXPECT_EQ(count(text, ": Edge f[4, 1]\n"), 2) << text;  // the gathered s and s * w
+  EXPECT_NE(text.find("agg_sum.dst"), std::string::npos) << text;
+}
+
+TEST(IR, SimplifyKeepsAProductThatIsUsedTwice) {
+  Builder b({{"s", {10, 4, 1}}, {"x", {10, 1, 8}}, {"w", {30, 1}}}, {});
+  Vertex v(&b);
+  Edge e = v.in_edges().edge();
+  Var t = e.src()["s"] * e.src()["x"];
+  ir::Module m = passes::simplify(b.finish({sum(t * e["w"] + t)}));
+  const std::string text = ir::print(m);
+  EXPECT_EQ(count(text, ": Edge f[4, 1]\n"), 1) << text;  // only the gathered s: no s * w
+}
