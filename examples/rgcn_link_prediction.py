@@ -155,7 +155,7 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=0.02)
     p.add_argument("--dropout", type=float, default=0.2)
     p.add_argument("--reg", type=float, default=1e-3, help="L2 penalty on the batch's embeddings and relations")
-    p.add_argument("--mode", choices=["auto", "per_edge", "per_pair"], default="auto", help="RGCNConv path")
+    p.add_argument("--mode", choices=list(snn.rgcn_conv.RGCN_MODES), default="auto", help="RGCNConv path")
     p.add_argument("--backend", choices=["auto", "fused", "reference"], default="auto")
     p.add_argument("--eval-subset", type=int, default=None, help="rank a random subset of K test triples")
     p.add_argument("--eval-batch", type=int, default=256)

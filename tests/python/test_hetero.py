@@ -28,13 +28,14 @@ import torch.nn.functional as F
 import seastar as ss
 import seastar.nn as snn
 from conftest import BIG_RELATION, EMPTY_RELATION, NUM_NODE_TYPES, NUM_RELATIONS, TYPED_GRAPH_NAMES
-from seastar.nn.rgcn_conv import relation_pairs
+from seastar.nn.rgcn_conv import MATVEC_COST, PAIR_MARGIN, relation_pairs
 
 REPO = Path(__file__).resolve().parents[2]
 DT = torch.float64
 TOL = dict(rtol=1e-10, atol=1e-10)
 BACKENDS = ("reference", "fused")
-MODES = ("per_edge", "per_pair")
+MODES = ("per_edge", "per_pair")  # the paths of both typed layers
+RGCN_MODES = MODES + ("per_run",)
 
 
 # ---------------------------------------------------------------- graphs
@@ -199,7 +200,7 @@ def features(graph, width, seed=1):
 # ---------------------------------------------------------------- RGCNConv
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", RGCN_MODES)
 @pytest.mark.parametrize("aggr", ["mean", "add"])
 def test_rgcn_matches_torch(hetero_graph, aggr, mode, backend):
     needs_fused_param_grads(mode, backend)
@@ -208,11 +209,13 @@ def test_rgcn_matches_torch(hetero_graph, aggr, mode, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", RGCN_MODES + ("per_basis",))
 @pytest.mark.parametrize("aggr", ["mean", "add"])
 @pytest.mark.parametrize("decomposition", [dict(num_bases=2), dict(num_blocks=2)], ids=["bases", "blocks"])
 def test_rgcn_decompositions_match_torch(graph_factory, decomposition, aggr, mode, backend):
-    needs_fused_param_grads(mode, backend)
+    if mode == "per_basis" and "num_blocks" in decomposition:
+        pytest.skip("per_basis needs bases")
+    needs_fused_param_grads("per_edge" if mode == "per_basis" else mode, backend)
     graph = graph_factory("typed_mixed")
     layer = snn.RGCNConv(4, 6, NUM_RELATIONS, aggr=aggr, mode=mode, backend=backend, **decomposition)
     layer = randomise(layer, 3).double()
@@ -233,23 +236,76 @@ def test_rgcn_paths_agree_and_cost_rule():
     assert pairs.num_pairs < graph.num_edges
     x = features(graph, 8)
     outs = {}
-    for mode in ("per_edge", "per_pair", "auto"):
+    for mode in ("per_edge", "per_pair", "per_run", "per_basis", "auto"):
         torch.manual_seed(0)
         layer = snn.RGCNConv(8, 8, NUM_RELATIONS, num_bases=3, mode=mode).double()
         outs[mode] = layer(graph, x)
-    torch.testing.assert_close(outs["per_edge"], outs["per_pair"], **TOL)
-    torch.testing.assert_close(outs["auto"], outs["per_pair"], **TOL)
-    # the rule: per_pair iff P*in*out + E*out < E*in*out
-    P, E = pairs.num_pairs, graph.num_edges
-    for fin, fout in ((8, 8), (1, 1), (1, 64)):
-        expected = "per_pair" if P * fin * fout + E * fout < E * fin * fout else "per_edge"
-        assert snn.RGCNConv(fin, fout, NUM_RELATIONS).choose_mode(graph) == expected
-    assert snn.RGCNConv(1, 1, NUM_RELATIONS).choose_mode(graph) == "per_edge"  # aggregation dominates
-    assert snn.RGCNConv(8, 8, NUM_RELATIONS).choose_mode(graph) == "per_pair"
-    # every (source, relation) pair distinct: nothing to share, the rule keeps the typed program
+    for mode in ("per_edge", "per_run", "per_basis", "auto"):
+        torch.testing.assert_close(outs[mode], outs["per_pair"], **TOL)
+    # the rule: the cheapest step by mode_costs, which counts E, P and the (destination, relation) runs Q
+    src, dst, typ = endpoints(graph)
+    P, E, N = pairs.num_pairs, graph.num_edges, graph.num_nodes
+    Q = torch.unique(typ * N + dst).numel()
+    assert Q < E
+    for fin, fout in ((8, 8), (1, 1), (1, 64), (64, 1)):
+        layer = snn.RGCNConv(fin, fout, NUM_RELATIONS)
+        costs = layer.mode_costs(graph)
+        assert costs == {"per_run": (Q + 2 * P) * fin * fout + E * (fin + fout),
+                         "per_edge": MATVEC_COST * 3 * E * fin * fout,
+                         "per_pair": 3 * P * fin * fout + 2 * E * fout}
+        costs["per_pair"] *= PAIR_MARGIN
+        assert layer.choose_mode(graph) == min(costs, key=costs.get)
+    # few (source, relation) pairs: transform each pair once; few runs (the reversed graph): aggregate first
+    assert P < Q and snn.RGCNConv(8, 8, NUM_RELATIONS).choose_mode(graph) == "per_pair"
+    reversed_graph = ss.Graph.from_edge_index(torch.stack([dst, src]), num_nodes=N, edge_type=typ,
+                                              num_edge_types=NUM_RELATIONS)
+    assert snn.RGCNConv(8, 8, NUM_RELATIONS).choose_mode(reversed_graph) == "per_run"
+    # few bases on a dense graph (E = 20 N, nearly every pair and run distinct): aggregate per basis
+    gen = torch.Generator().manual_seed(5)
+    dense_graph = ss.Graph.from_edge_index(torch.randint(0, 50, (2, 1000), generator=gen), num_nodes=50,
+                                           edge_type=torch.randint(0, NUM_RELATIONS, (1000,), generator=gen),
+                                           num_edge_types=NUM_RELATIONS)
+    assert snn.RGCNConv(16, 16, NUM_RELATIONS, num_bases=1).choose_mode(dense_graph) == "per_basis"
+    # every (source, relation) pair and every run distinct: the GEMM paths still cost less than
+    # matrix-vector products per edge, so per_edge runs only when asked for
     ei = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
     distinct = ss.Graph.from_edge_index(ei, num_nodes=4, edge_type=torch.tensor([0, 1, 0, 1]), num_edge_types=2)
-    assert snn.RGCNConv(16, 16, 2).choose_mode(distinct) == "per_edge"
+    assert snn.RGCNConv(1, 1, 2).choose_mode(distinct) == "per_run"
+    assert snn.RGCNConv(1, 1, 2, mode="per_edge").choose_mode(distinct) == "per_edge"
+    with pytest.raises(ValueError, match="per_basis.*num_bases"):
+        snn.RGCNConv(4, 4, 2, mode="per_basis")
+
+
+@pytest.mark.parametrize("aggr", ["mean", "add"])
+@pytest.mark.parametrize("chunk_rows", [1, 3, 7])
+def test_rgcn_per_run_chunks_match_torch(hetero_graph, aggr, chunk_rows):
+    """Runs cut into chunks smaller than a relation (a relation spans several chunks)."""
+    from seastar.nn.rgcn_conv import relation_norm
+    from seastar.nn.rgcn_runs import build_run_plan, device_plan, per_run_conv
+    layer = randomise(snn.RGCNConv(3, 4, NUM_RELATIONS, aggr=aggr, root_weight=False, bias=False), 6).double()
+    src, dst, typ = endpoints(hetero_graph)
+    n = hetero_graph.num_nodes
+    fwd = build_run_plan(src, dst, typ, n, chunk_rows=chunk_rows)
+    rev = build_run_plan(dst, src, typ, n, chunk_rows=chunk_rows)
+    assert len(fwd.chunks) == -(-fwd.num_runs // chunk_rows)
+    norm = relation_norm(layer._graph_cache, hetero_graph, NUM_RELATIONS, "cpu", DT) if aggr == "mean" else None
+
+    class Chunked(torch.nn.Module):
+        def forward(self, graph, x):
+            return per_run_conv(x, layer.weight, fwd, device_plan(fwd, norm, "cpu"),
+                                lambda: (rev, device_plan(rev, norm, "cpu")), backend="fused")
+
+    chunked = Chunked()
+    chunked.weight, chunked.num_bases, chunked.num_blocks = layer.weight, None, None
+    chunked.num_relations, chunked.aggr, chunked.root, chunked.bias = NUM_RELATIONS, aggr, None, None
+    chunked.out_channels = 4
+    compare(chunked, hetero_graph, features(hetero_graph, 3), ref_rgcn)
+    # x without a gradient: the weight gradient from the forward runs alone
+    x = features(hetero_graph, 3)
+    g = torch.randn(hetero_graph.num_nodes, 4, generator=torch.Generator().manual_seed(2), dtype=DT)
+    got = torch.autograd.grad(chunked(hetero_graph, x), layer.weight, g)[0]
+    want = torch.autograd.grad(ref_rgcn(hetero_graph, x, chunked), layer.weight, g)[0]
+    torch.testing.assert_close(got, want, **TOL)
 
 
 def test_rgcn_untyped_graph_is_one_relation(graph_factory):

@@ -6,7 +6,7 @@ cost rule choosing between the two paths, and vertices grouped by node type for 
 """
 from __future__ import annotations
 
-from typing import Callable, List, NamedTuple, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional
 
 import torch
 from torch import nn
@@ -16,8 +16,15 @@ from ..graph import Graph
 from ..program import vertex_program
 from ._utils import GraphCache, check_graph, dense, glorot, graph_uid, zeros
 from .gcn_conv import neighbour_sum, weighted_sum
+from .rgcn_runs import build_run_plan, count_runs, device_plan, per_run_conv
 
-MODES = ("auto", "per_edge", "per_pair")
+MODES = ("auto", "per_edge", "per_pair")  # the paths shared with HGTConv
+RGCN_MODES = MODES + ("per_run", "per_basis")
+# A multiply-add of the per-edge matrix-vector product costs about this many multiply-adds of a
+# dense GEMM: W_r is not reused between consecutive edges of different relations (bench_rgcn.py,
+# F=64, one thread: 12 GMAC/s per edge against 33 GMAC/s in torch.mm).
+MATVEC_COST = 3
+PAIR_MARGIN = 1.1
 
 
 # ---- the typed vertex programs (one matrix-vector product per edge) ------------------------------
@@ -34,6 +41,20 @@ def rgcn_typed_sum(v, W):
     return ss.sum(e.src.x @ W[e.type] for e in v.in_edges())
 
 
+# ---- the basis programs (aggregate per basis, transform once per vertex) ---------------------------
+
+@vertex_program(name="rgcn_basis_mean")
+def rgcn_basis_weighted(v, comp):
+    """[B, F] per vertex: sum over in-edges of norm[e] * comp[type(e), b] * x[src]."""
+    return ss.sum(comp[e.type] * e.src.x * e.norm for e in v.in_edges())
+
+
+@vertex_program(name="rgcn_basis_add")
+def rgcn_basis_sum(v, comp):
+    """[B, F] per vertex: sum over in-edges of comp[type(e), b] * x[src]."""
+    return ss.sum(comp[e.type] * e.src.x for e in v.in_edges())
+
+
 # ---- per-graph structure, computed once per graph and cached by graph uid -------------------------
 
 def edge_types(graph: Graph, num_relations: int, layer: str) -> torch.Tensor:
@@ -47,6 +68,28 @@ def edge_types(graph: Graph, num_relations: int, layer: str) -> torch.Tensor:
         raise ValueError(f"{layer}: the graph has {graph.num_edge_types} edge types but the layer has "
                          f"{num_relations} relations")
     return graph.edge_type.long()
+
+
+def csc_ordered(cache: GraphCache, graph: Graph, num_relations: int, layer: str = "RGCNConv") -> Graph:
+    """``graph`` with its edges renumbered in (destination, relation) order, cached per graph.
+
+    The same vertices, edges and types; only edge ids change, so that edge ``j`` of the
+    type-sorted CSC has id ``j``. A destination-parallel kernel then reads per-edge data (the
+    relation, ``norm``) as a stream instead of one random access per edge through the edge-id
+    map, which is what bounds a kernel with little arithmetic per edge. Layers bind their own
+    per-edge tensors (``norm``), computed on this graph, so nothing the user passed is permuted.
+    """
+    def make():
+        if not graph.has_edge_types:
+            return graph
+        t = edge_types(graph, num_relations, layer)
+        ei = graph.edge_index.long()
+        perm = torch.argsort(ei[1] * num_relations + t, stable=True)
+        nt = graph.node_type if graph.has_node_types else None
+        return Graph.from_edge_index(ei[:, perm], num_nodes=graph.num_nodes, edge_type=t[perm],
+                                     num_edge_types=graph.num_edge_types, node_type=nt,
+                                     num_node_types=graph.num_node_types if nt is not None else None)
+    return cache.get(("csc_ordered", graph_uid(graph)), make)
 
 
 def relation_norm(cache: GraphCache, graph: Graph, num_relations: int, device, dtype,
@@ -185,32 +228,52 @@ class RGCNConv(nn.Module):
     [R, nb, in/nb, out/nb] for ``num_blocks=nb``: ``W_r`` block-diagonal), ``root`` [in, out],
     ``bias`` [out]; glorot weights, zero bias.
 
-    The per-relation tables ``W`` [R, in, out] are built densely in torch before the graph work
-    (bases: one einsum; blocks: the blocks placed on the diagonal of a dense [R, in, out] table,
-    simple and correct but it stores and multiplies the zeros: O(R*in*out) rather than
-    O(R*in*out/nb)). The per-relation normalisation ``c`` is an edge tensor ``norm`` [E, 1]
-    computed once per graph (cached by graph uid). Then one of two paths:
+    The per-relation normalisation ``c`` is an edge tensor ``norm`` [E, 1] computed once per graph
+    (cached by graph uid). Except on the ``per_basis`` path, the per-relation tables ``W``
+    [R, in, out] are built densely in torch before the graph work (bases: one einsum; blocks: the
+    blocks placed on the diagonal of a dense [R, in, out] table, simple and correct but it stores
+    and multiplies the zeros). With ``P`` the distinct (source, relation) pairs and ``Q`` the
+    distinct (destination, relation) *runs* (both ``<= E``; fewer when a vertex sends or receives
+    several edges of one relation), the paths are:
 
+    * ``per_run`` (aggregate, then transform; ``seastar.nn.rgcn_runs``): the message is linear in
+      ``x_src``, so each run is summed first, ``H_(i,r) = sum_e c_e x_src(e)`` (the fused
+      ``gcn_weighted_sum`` program over a *run graph*), then transformed by one dense GEMM per
+      relation and added to its destination. Backward is the same on the reversed graph (runs of
+      (source, relation) aggregate ``c_e * grad_out``; ``W_r^T`` for ``x``, ``x^T G`` for ``W``).
+      Runs are processed in chunks of ``max(N, 4096)`` rows and nothing but ``x`` and ``W`` is
+      saved for backward: ``(Q + 2P)*in*out + E*(in + out)`` multiply-adds per step, two
+      ``[chunk, F]`` buffers. (When ``x`` needs no gradient the weight gradient re-aggregates
+      the forward runs and the reversed plan is never built.)
+    * ``per_basis`` (bases only; ``W_r = sum_b comp[r, b] weight[b]``): one typed vertex program
+      aggregates per basis, ``g_i = sum_e c_e comp[type(e)] (x) x_src`` [B, in] (``comp[e.type]``
+      [B, 1] broadcast against ``x`` [1, in]), then one GEMM ``g [N, B*in] @ weight [B*in, out]``;
+      ``W_r`` is never formed. ``3*N*B*in*out + 3*E*B*in`` multiply-adds, ``N*B*in`` floats held
+      for backward. Cheapest when ``B`` is small against the relations' share of the edges.
     * ``per_edge``: one typed vertex program, ``sum(e.src.x @ W[e.type] * e.norm for e in
       v.in_edges())``: a matrix-vector product per edge, ``E*in*out`` multiply-adds, no edge-sized
       tensor (fused backend), and gradients for ``W`` (``sum_rows_typed(outer(x, g), type)``).
-    * ``per_pair`` (transform, then aggregate): the distinct (source, relation) pairs ``P``
-      (``P <= E``; fewer when a vertex sends several edges of one relation) are transformed
-      once, ``H_p = x_src(p) W_r(p)``, by one dense GEMM per relation on the gathered rows, then
-      an untyped program sums ``norm[e] * H_p(e)`` over in-edges of the *pair graph* (edge ``e``
+    * ``per_pair`` (transform, then aggregate): each (source, relation) pair is transformed once,
+      ``H_p = x_src(p) W_r(p)``, by one dense GEMM per relation on the gathered rows, then an
+      untyped program sums ``norm[e] * H_p(e)`` over in-edges of the *pair graph* (edge ``e``
       runs from its pair to its destination, cached per graph): ``P*in*out + E*out``
-      multiply-adds and ``P*(in + out)`` extra floats.
+      multiply-adds forward and ``P*(in + out)`` extra floats, held for backward.
 
-    ``mode="auto"`` (default) applies the cost rule: ``per_pair`` when
-    ``P*in*out + E*out < E*in*out``, else ``per_edge``. An untyped graph always takes
-    ``per_pair`` (its pairs are the vertices; the typed program needs ``e.type``).
+    ``per_edge`` and ``per_basis`` run on a copy of the graph whose edge ids follow the
+    type-sorted CSC (``csc_ordered``, cached), so their destination-parallel kernels stream the
+    edge types and ``norm`` instead of reading them through the edge-id map.
 
-    Memory per forward + backward (floats; fused backend): ``per_edge`` ``N*in`` (x) + ``N*out``
-    (output) + ``E`` (norm) + ``R*in*out`` (W), the same again for gradients, no O(E*F) tensor;
-    ``per_pair`` additionally ``P*in`` (gathered rows) + ``max(N, P)*out`` (pair rows) and their
-    gradients, still no O(E*F) tensor. The reference backend materialises per-edge messages,
-    O(E*in + E*out). ``per_edge`` with a trainable ``W`` runs fused only where the fused backend
-    reduces parameter gradients (else it runs on the reference backend with ``backend="auto"``).
+    ``mode="auto"`` (default) takes the path with the fewest multiply-adds per training step
+    (forward + backward) by ``mode_costs``, counting a per-edge matrix-vector multiply-add as
+    ``MATVEC_COST`` (3) GEMM multiply-adds (measured); ``per_pair`` must also be ``PAIR_MARGIN``
+    (10%) cheaper than the rest, as it alone holds O(P*F) floats between the passes; ties go to
+    the path listed first in ``mode_costs``. An untyped graph always takes ``per_pair`` (its pairs
+    are the vertices: one transform, one sum).
+
+    Memory (fused backend): no path builds an O(E*F) tensor; the reference backend materialises
+    per-edge messages, O(E*in + E*out). ``per_edge`` with a trainable ``W`` runs fused only where
+    the fused backend reduces parameter gradients (else on the reference backend with
+    ``backend="auto"``). ``per_run`` and ``per_pair`` call fused programs only for untyped sums.
     """
 
     def __init__(self, in_channels: int, out_channels: int, num_relations: int,
@@ -220,8 +283,10 @@ class RGCNConv(nn.Module):
         super().__init__()
         if aggr not in ("mean", "add"):
             raise ValueError(f"RGCNConv: aggr must be 'mean' or 'add', got {aggr!r}")
-        if mode not in MODES:
-            raise ValueError(f"RGCNConv: mode must be one of {MODES}, got {mode!r}")
+        if mode not in RGCN_MODES:
+            raise ValueError(f"RGCNConv: mode must be one of {RGCN_MODES}, got {mode!r}")
+        if mode == "per_basis" and num_bases is None:
+            raise ValueError("RGCNConv: mode='per_basis' needs num_bases")
         if num_relations < 1:
             raise ValueError(f"RGCNConv: num_relations must be >= 1, got {num_relations}")
         if num_bases is not None and num_blocks is not None:
@@ -247,7 +312,7 @@ class RGCNConv(nn.Module):
             self.register_parameter("comp", None)
         self.root = nn.Parameter(torch.empty(in_channels, out_channels)) if root_weight else None
         self.bias = nn.Parameter(torch.empty(out_channels)) if bias else None
-        self._graph_cache = GraphCache(8)
+        self._graph_cache = GraphCache(32)  # ~10 entries per graph (norms, plans, pair and run counts)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -267,48 +332,115 @@ class RGCNConv(nn.Module):
             return torch.einsum("rbio,bc->rbico", self.weight, eye).reshape(r, nb * bi, nb * bo)
         return self.weight
 
+    def mode_costs(self, graph: Graph) -> Dict[str, int]:
+        """Multiply-adds of one training step (forward + backward) of each path on this graph;
+        the cost rule of ``mode="auto"`` (see the class docstring)."""
+        fin, fout = self.in_channels, self.out_channels
+        e, n = graph.num_edges, graph.num_nodes
+        p = relation_pairs(self._graph_cache, graph, self.num_relations).num_pairs
+        q = self._num_runs(graph)
+        costs = {
+            "per_run": (q + 2 * p) * fin * fout + e * (fin + fout),
+            "per_edge": MATVEC_COST * 3 * e * fin * fout,
+            "per_pair": 3 * p * fin * fout + 2 * e * fout,
+        }
+        if self.num_bases is not None:
+            b = self.num_bases
+            costs["per_basis"] = 3 * n * b * fin * fout + 3 * e * b * fin
+        return costs
+
     def choose_mode(self, graph: Graph) -> str:
-        """``per_edge`` or ``per_pair`` for this graph (the ``mode`` argument, or the cost rule)."""
+        """The path for this graph: the ``mode`` argument, or the cheapest by ``mode_costs`` (ties
+        go to the path listed first there, the leaner in memory). An untyped graph always takes
+        ``per_pair``: its pairs are its vertices, so that is one dense transform and one sum."""
         if not graph.has_edge_types:
             return "per_pair"
         if self.mode != "auto":
             return self.mode
-        pairs = relation_pairs(self._graph_cache, graph, self.num_relations)
-        fin, fout = self.in_channels, self.out_channels
-        return "per_pair" if prefer_pairs(graph.num_edges, pairs.num_pairs, fin * fout, fin * fout, fout) \
-            else "per_edge"
+        costs = self.mode_costs(graph)
+        # per_pair holds P*(in + out) floats from forward to backward, the others O(N*F): it must
+        # win by PAIR_MARGIN to be chosen over per_run
+        costs["per_pair"] = int(costs["per_pair"] * PAIR_MARGIN)
+        return min(costs, key=costs.get)
+
+    def _num_runs(self, graph: Graph) -> int:
+        def make():
+            src, dst = graph.edge_index.long()
+            return count_runs(dst, edge_types(graph, self.num_relations, "RGCNConv"), graph.num_nodes)
+        return self._graph_cache.get(("num_runs", graph_uid(graph)), make)
+
+    def _run_plans(self, graph: Graph, norm: Optional[torch.Tensor], device):
+        """The forward (destination, relation) run plan with its per-chunk tensors on ``device``, and
+        a function giving the reversed (source, relation) plan, built on first use; all cached per
+        graph (device tensors per device and dtype)."""
+        uid = graph_uid(graph)
+        dkey = (str(device), None if norm is None else norm.dtype)
+
+        def plan(direction: str):
+            def make():
+                src, dst = graph.edge_index.long()
+                t = edge_types(graph, self.num_relations, "RGCNConv")
+                a, b = (src, dst) if direction == "forward" else (dst, src)
+                return build_run_plan(a, b, t, graph.num_nodes)
+            p = self._graph_cache.get(("run_plan", direction, uid), make)
+            return p, self._graph_cache.get(("run_plan_device", direction, uid) + dkey,
+                                            lambda: device_plan(p, norm, device))
+
+        return plan("forward") + (lambda: plan("reversed"),)
 
     def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
         check_graph("RGCNConv", graph, x)
         x = dense(x)
         if x.dim() != 2 or x.shape[1] != self.in_channels:
             raise ValueError(f"RGCNConv: x must be [N, {self.in_channels}], got {tuple(x.shape)}")
-        W = self.relation_weights()
-        if not torch.is_grad_enabled():  # inference: no parameter gradients, so the typed program runs fused
-            W = W.detach()
+        edge_types(graph, self.num_relations, "RGCNConv")  # validates the graph's types
+        mode = self.choose_mode(graph)
+        if mode in ("per_edge", "per_basis"):  # destination-parallel typed programs: stream edge data
+            graph = csc_ordered(self._graph_cache, graph, self.num_relations)
         norm = None
         if self.aggr == "mean":
             norm = relation_norm(self._graph_cache, graph, self.num_relations, x.device, x.dtype)
+        if mode == "per_basis":
+            out = self._basis_forward(graph, x, norm)
         else:
-            edge_types(graph, self.num_relations, "RGCNConv")  # validates the graph's types
-        if self.choose_mode(graph) == "per_edge":
-            if norm is None:
-                out = rgcn_typed_sum(graph, backend=self.backend, x=x, W=W)
-            else:
-                out = rgcn_typed_weighted(graph, backend=self.backend, x=x, W=W, norm=norm)
-        else:
-            pairs = relation_pairs(self._graph_cache, graph, self.num_relations)
-            h = per_relation(x, pairs, lambda xs, r: xs @ W[r], rows=pairs.graph.num_nodes)
-            if norm is None:
-                out = neighbour_sum(pairs.graph, backend=self.backend, h=h)
-            else:
-                out = weighted_sum(pairs.graph, backend=self.backend, h=h, w=norm)
-            out = out[:graph.num_nodes]
+            out = self._relation_forward(graph, x, norm, mode)
         if self.root is not None:
             out = out + x @ self.root
         if self.bias is not None:
             out = out + self.bias
         return out
+
+    def _relation_forward(self, graph: Graph, x: torch.Tensor, norm: Optional[torch.Tensor], mode: str):
+        """``sum_r sum_{j in N_r(i)} c_{i,r} x_j W_r`` by the dense per-relation table ``W``."""
+        W = self.relation_weights()
+        if not torch.is_grad_enabled():  # inference: no parameter gradients, so the typed program runs fused
+            W = W.detach()
+        if mode == "per_edge":
+            if norm is None:
+                return rgcn_typed_sum(graph, backend=self.backend, x=x, W=W)
+            return rgcn_typed_weighted(graph, backend=self.backend, x=x, W=W, norm=norm)
+        if mode == "per_run":
+            fwd, dfwd, reversed_plans = self._run_plans(graph, norm, x.device)
+            return per_run_conv(x, W, fwd, dfwd, reversed_plans, backend=self.backend)
+        pairs = relation_pairs(self._graph_cache, graph, self.num_relations)
+        h = per_relation(x, pairs, lambda xs, r: xs @ W[r], rows=pairs.graph.num_nodes)
+        if norm is None:
+            out = neighbour_sum(pairs.graph, backend=self.backend, h=h)
+        else:
+            out = weighted_sum(pairs.graph, backend=self.backend, h=h, w=norm)
+        return out[:graph.num_nodes]
+
+    def _basis_forward(self, graph: Graph, x: torch.Tensor, norm: Optional[torch.Tensor]):
+        """``sum_b (sum_e c_e comp[r_e, b] x_src) @ weight[b]``: one aggregation into ``[N, B, in]``
+        and one GEMM, never the per-relation table."""
+        n, b = graph.num_nodes, self.num_bases
+        comp = self.comp.unsqueeze(-1)  # [R, B, 1]: comp[e.type] broadcasts over x's features
+        xs = x.unsqueeze(1)  # [N, 1, in]
+        if norm is None:
+            g = rgcn_basis_sum(graph, backend=self.backend, x=xs, comp=comp)
+        else:
+            g = rgcn_basis_weighted(graph, backend=self.backend, x=xs, comp=comp, norm=norm)
+        return g.reshape(n, b * self.in_channels) @ self.weight.reshape(b * self.in_channels, self.out_channels)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
