@@ -10,7 +10,9 @@ uniform random relation per edge, so hubs send many edges of each relation), by 
 vertices, 2M edges, 50 relations, random features of width 64. One training epoch = forward,
 cross-entropy over all vertices (F classes), backward and an Adam step of ``--layers`` RGCNConv
 layers (F -> F, ReLU between two), with trainable relation weights ``W`` [R, F, F], root weight
-and bias (no basis / block decomposition, ``aggr="mean"``: ``1 / |N_r(i)|`` per relation).
+and bias (``aggr="mean"``: ``1 / |N_r(i)|`` per relation). With ``--num-bases B`` every
+implementation uses the basis decomposition ``W_r = sum_b comp[r, b] V_b`` (trainable ``V``
+[B, F, F] and ``comp`` [R, B]); without it, no decomposition.
 
 Implementations, all in the same run with the same thread count, each in its own subprocess:
 
@@ -20,16 +22,21 @@ Implementations, all in the same run with the same thread count, each in its own
   relations: mask the edges, mean-aggregate ``x`` per relation, then ``h_r @ W_r``);
 * ``pyg_fast``: ``torch_geometric.nn.FastRGCNConv`` (``x_j @ W[edge_type]`` as one bmm: an
   ``[E, in, out]`` weight gather);
-* ``seastar_per_edge`` / ``seastar_per_pair`` / ``seastar_auto``: ``seastar.nn.RGCNConv`` with
-  ``mode=...`` on the fused backend (``backend="fused"``: it fails rather than falling back).
+* ``seastar_per_edge`` / ``seastar_per_pair`` / ``seastar_per_run`` / ``seastar_per_basis`` (with
+  ``--num-bases`` only) / ``seastar_auto``: ``seastar.nn.RGCNConv`` with ``mode=...`` on the
+  fused backend (``backend="fused"``: it fails rather than falling back).
 
 Measured per configuration (CPU): median epoch time over ``--repeats`` epochs after the first one
-(tracing, kernel compile or load, per-graph caches) and ``--warmup`` more; the median split into
+(tracing, kernel compile or load) and ``--warmup`` more; the median split into
 forward (+ loss), backward and optimizer step; peak RSS of the training epochs (the high-water
-mark is reset through ``/proc/self/clear_refs`` once the graph, inputs, model and optimizer exist),
+mark is reset through ``/proc/self/clear_refs`` once the graph, inputs, model and optimizer exist
+and each implementation's per-graph preprocessing is done: the loop's per-relation edge lists, and
+for seastar one forward pass under ``no_grad``, which builds its cached per-graph structures;
+their resident size is part of ``rss_after_setup_mb`` and of the peak),
 ``peak_mem_mb`` = that peak minus the RSS after the imports (so PyG's heavier import does not
 count), and ``step_added_mb`` = that peak minus the RSS after setup: the memory an epoch adds on
-top of what the graph and the inputs hold (per-graph caches built in the first epoch count here).
+top of what the graph, the inputs and the preprocessed structures hold (anything first built
+in the first epoch, e.g. the reversed run plan or the backward kernels, counts here).
 Each child runs under an address-space limit of ``--mem-budget-gb`` above its post-import size
 (a shared machine must not be pushed into the OOM killer) and a wall-clock limit of ``--timeout``;
 an implementation that runs out of either is recorded as ``oom`` / ``timeout``.
@@ -57,7 +64,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-IMPLS = ("loop", "pyg", "pyg_fast", "seastar_per_edge", "seastar_per_pair", "seastar_auto")
+IMPLS = ("loop", "pyg", "pyg_fast", "seastar_per_edge", "seastar_per_pair", "seastar_per_run", "seastar_per_basis",
+         "seastar_auto")
+NEEDS_BASES = ("seastar_per_basis",)
 BASELINES = ("loop", "pyg", "pyg_fast")
 SEASTAR = tuple(i for i in IMPLS if i.startswith("seastar"))
 PYG_IMPLS = ("pyg", "pyg_fast")
@@ -127,42 +136,50 @@ def per_relation_edges(edge_index, edge_type, num_nodes: int, num_relations: int
     return list(zip(torch.split(src_s, counts), torch.split(dst_s, counts), torch.split(norm_s, counts)))
 
 
-def make_loop_conv(in_channels: int, out_channels: int, num_relations: int):
+def make_loop_conv(in_channels: int, out_channels: int, num_relations: int, num_bases=None):
     import torch
     from torch import nn
 
     class LoopRGCNConv(nn.Module):
-        """``out = x @ root + bias + sum_r index_add(dst_r, (x[src_r] @ W_r) * norm_r)``."""
+        """``out = x @ root + bias + sum_r index_add(dst_r, (x[src_r] @ W_r) * norm_r)``
+        (``W_r = sum_b comp[r, b] weight[b]`` with bases)."""
 
         def __init__(self):
             super().__init__()
-            self.weight = nn.Parameter(torch.empty(num_relations, in_channels, out_channels))
+            if num_bases is None:
+                self.weight = nn.Parameter(torch.empty(num_relations, in_channels, out_channels))
+                self.comp = None
+            else:
+                self.weight = nn.Parameter(torch.empty(num_bases, in_channels, out_channels))
+                self.comp = nn.Parameter(torch.empty(num_relations, num_bases))
             self.root = nn.Parameter(torch.empty(in_channels, out_channels))
             self.bias = nn.Parameter(torch.empty(out_channels))
 
         def forward(self, rel_edges, x):
+            W = self.weight if self.comp is None else torch.einsum("rb,bio->rio", self.comp, self.weight)
             acc = x.new_zeros(x.shape[0], out_channels)
             for r, (src_r, dst_r, norm_r) in enumerate(rel_edges):
                 if src_r.numel():
-                    acc.index_add_(0, dst_r, (x.index_select(0, src_r) @ self.weight[r]) * norm_r)
+                    acc.index_add_(0, dst_r, (x.index_select(0, src_r) @ W[r]) * norm_r)
             return acc + x @ self.root + self.bias
 
     return LoopRGCNConv()
 
 
-def make_conv(impl: str, in_channels: int, out_channels: int, num_relations: int):
-    """One layer of ``impl``; parameters are ``weight`` [R, in, out], ``root`` [in, out], ``bias``."""
+def make_conv(impl: str, in_channels: int, out_channels: int, num_relations: int, num_bases=None):
+    """One layer of ``impl``; parameters are ``weight`` [R, in, out] (or [B, in, out] and ``comp``
+    [R, B] with bases), ``root`` [in, out], ``bias``."""
     if impl == "loop":
-        return make_loop_conv(in_channels, out_channels, num_relations)
+        return make_loop_conv(in_channels, out_channels, num_relations, num_bases)
     if impl == "pyg":
         from torch_geometric.nn import RGCNConv
-        return RGCNConv(in_channels, out_channels, num_relations, aggr="mean")
+        return RGCNConv(in_channels, out_channels, num_relations, num_bases=num_bases, aggr="mean")
     if impl == "pyg_fast":
         from torch_geometric.nn import FastRGCNConv
-        return FastRGCNConv(in_channels, out_channels, num_relations, aggr="mean")
+        return FastRGCNConv(in_channels, out_channels, num_relations, num_bases=num_bases, aggr="mean")
     if impl.startswith("seastar_"):
         import seastar as ss
-        return ss.nn.RGCNConv(in_channels, out_channels, num_relations, aggr="mean",
+        return ss.nn.RGCNConv(in_channels, out_channels, num_relations, num_bases=num_bases, aggr="mean",
                               mode=impl[len("seastar_"):], backend="fused")
     raise ValueError(impl)
 
@@ -172,8 +189,10 @@ def set_params(conv, seed: int, dtype) -> None:
     import torch
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for name in ("weight", "root", "bias"):
-            p = getattr(conv, name)
+        for name in ("weight", "comp", "root", "bias"):
+            p = getattr(conv, name, None)
+            if p is None:
+                continue
             fan = p.shape[-2] + p.shape[-1] if p.dim() >= 2 else p.shape[0]
             p.copy_((torch.rand(p.shape, generator=g, dtype=torch.float64) * 2 - 1) * (6.0 / fan) ** 0.5)
     conv.to(dtype)
@@ -197,14 +216,14 @@ def call_conv(impl: str, conv, g, x):
     return conv(g, x)
 
 
-def build_net(impl: str, F: int, R: int, layers: int, seed: int, dtype):
+def build_net(impl: str, F: int, R: int, layers: int, seed: int, dtype, num_bases=None):
     import torch
     from torch import nn
 
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
-            self.convs = nn.ModuleList([make_conv(impl, F, F, R) for _ in range(layers)])
+            self.convs = nn.ModuleList([make_conv(impl, F, F, R, num_bases) for _ in range(layers)])
             for i, c in enumerate(self.convs):
                 set_params(c, seed + 1 + i, dtype)
 
@@ -252,8 +271,13 @@ def run_train(cfg: dict) -> dict:
     gen = torch.Generator().manual_seed(cfg["seed"])
     x = torch.randn(N, F, generator=gen)
     y = torch.randint(0, F, (N,), generator=gen)
-    model = build_net(impl, F, R, cfg["layers"], cfg["seed"], dtype)
+    model = build_net(impl, F, R, cfg["layers"], cfg["seed"], dtype, cfg.get("num_bases"))
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    if impl.startswith("seastar"):
+        # graph preprocessing, as the loop's per-relation edge lists in make_input: seastar builds
+        # its per-graph structures (norms, CSC-ordered copy, run plans) on first sight of a graph
+        with torch.no_grad():
+            model(g, x)
     t_setup = time.perf_counter() - t0
     rss_setup = rss_mb()
     setup_peak = maxrss_mb()
@@ -290,6 +314,7 @@ def run_train(cfg: dict) -> dict:
         out["mode_used"] = conv.choose_mode(g)
         from seastar.nn.rgcn_conv import relation_pairs
         out["num_pairs"] = relation_pairs(conv._graph_cache, g, R).num_pairs
+        out["num_runs"] = conv._num_runs(g)
     return out
 
 
@@ -308,7 +333,7 @@ def run_verify(cfg: dict) -> dict:
     results, ref = {}, None
     for impl in cfg["impls"]:
         try:
-            conv = make_conv(impl, fin, fout, R)
+            conv = make_conv(impl, fin, fout, R, cfg.get("num_bases"))
             set_params(conv, cfg["seed"] + 1, dtype)
             g = make_input(impl, ei, et, N, R, dtype)
             x = x0.clone().requires_grad_()
@@ -316,6 +341,8 @@ def run_verify(cfg: dict) -> dict:
             (out * probe).sum().backward()
             vals = {"out": out.detach(), "grad_x": x.grad, "grad_weight": conv.weight.grad,
                     "grad_root": conv.root.grad, "grad_bias": conv.bias.grad}
+            if cfg.get("num_bases") is not None:
+                vals["grad_comp"] = conv.comp.grad
         except Exception as exc:  # noqa: BLE001  (recorded, the check fails)
             results[impl] = dict(status="error", error=f"{type(exc).__name__}: {exc}"[:500])
             continue
@@ -425,6 +452,8 @@ def main() -> None:
     ap.add_argument("--relations", type=int, default=50)
     ap.add_argument("--features", type=int, default=64)
     ap.add_argument("--layers", type=int, choices=(1, 2), default=1)
+    ap.add_argument("--num-bases", type=int, default=None,
+                    help="basis decomposition in every implementation (W_r = sum_b comp[r, b] V_b)")
     ap.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated subset of {','.join(IMPLS)}")
     ap.add_argument("--no-pyg", action="store_true", help="treat PyG as unavailable (what CI sees)")
     ap.add_argument("--threads", type=int, default=1)
@@ -461,7 +490,7 @@ def main() -> None:
     import torch
     meta = dict(torch=torch.__version__, pyg=pyg, python=platform.python_version(), machine=platform.machine(),
                 processor=platform.processor(), cpu_count=os.cpu_count(), threads=args.threads,
-                layers=args.layers, repeats=args.repeats, warmup=args.warmup, timeout_s=args.timeout,
+                layers=args.layers, num_bases=args.num_bases, repeats=args.repeats, warmup=args.warmup, timeout_s=args.timeout,
                 mem_budget_gb=args.mem_budget_gb, quick=args.quick,
                 targets=dict(speedup=TARGET_SPEEDUP, peak_rss_ratio=TARGET_MEMORY_RATIO),
                 dtype="float32", optimizer="Adam(lr=0.01)",
@@ -477,8 +506,9 @@ def main() -> None:
         if not args.no_verify:
             vimpls = [i for i in ["loop"] + impls if have_pyg or i not in PYG_IMPLS]
             vimpls = list(dict.fromkeys(vimpls))
-            verify = spawn(dict(kind="verify", impls=vimpls, threads=args.threads, seed=args.seed, tol=args.tol),
-                           args.timeout)
+            vimpls = [i for i in vimpls if args.num_bases is not None or i not in NEEDS_BASES]
+            verify = spawn(dict(kind="verify", impls=vimpls, threads=args.threads, seed=args.seed, tol=args.tol,
+                                num_bases=args.num_bases), args.timeout)
             if "impls" in verify:
                 for k, v in verify["impls"].items():
                     print(f"verify {k:>17}: " + (f"max |diff| vs loop {v['max_abs_diff']:.2e}" if v["status"] == "ok"
@@ -492,9 +522,14 @@ def main() -> None:
                 results.append(dict(base, status=pyg))
                 print(f"{impl:>17}: {pyg}", flush=True)
                 continue
+            if impl in NEEDS_BASES and args.num_bases is None:
+                results.append(dict(base, status="unavailable (needs --num-bases)"))
+                print(f"{impl:>17}: unavailable (needs --num-bases)", flush=True)
+                continue
             cfg = dict(kind="train", impl=impl, graph_path=gpath, num_nodes=graph["nodes"], relations=args.relations,
                        features=args.features, layers=args.layers, threads=args.threads, repeats=args.repeats,
-                       warmup=args.warmup, seed=args.seed, mem_budget_gb=args.mem_budget_gb)
+                       warmup=args.warmup, seed=args.seed, mem_budget_gb=args.mem_budget_gb,
+                       num_bases=args.num_bases)
             res = spawn(cfg, args.timeout)
             if res["status"] == "error" and "ImportError" in res.get("error", ""):
                 # another process may be rewriting the extension module in a shared tree: one retry

@@ -1,4 +1,5 @@
-"""Smoke test of the R-GCN benchmark: ``benchmarks/bench_rgcn.py --quick`` end to end.
+"""Smoke test of the R-GCN benchmark: ``benchmarks/bench_rgcn.py --quick --num-bases 2`` end to end
+(with bases, so that every seastar path, ``per_basis`` included, runs and is verified).
 
 Runs in a subprocess. CI does not install PyG (benchmarks/requirements.txt): its configurations
 must then be recorded as unavailable, with null ratios, and everything else must still run.
@@ -10,19 +11,19 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SEASTAR = ("seastar_per_edge", "seastar_per_pair", "seastar_auto")
+SEASTAR = ("seastar_per_edge", "seastar_per_pair", "seastar_per_run", "seastar_per_basis", "seastar_auto")
 
 
 def test_quick_rgcn_benchmark_writes_results_with_ratios(tmp_path):
     out = tmp_path / "bench_rgcn.json"
     cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_rgcn.py"), "--quick", "--threads", "1",
-           "--out", str(out)]
+           "--num-bases", "2", "--out", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, f"bench_rgcn.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
 
     res = json.loads(out.read_text())
     assert set(res) >= {"meta", "graph", "verify", "results", "ratios"}
-    assert res["meta"]["quick"] is True and res["meta"]["threads"] == 1
+    assert res["meta"]["quick"] is True and res["meta"]["threads"] == 1 and res["meta"]["num_bases"] == 2
     assert {"nodes", "edges", "relations", "features", "src_relation_pairs"} <= set(res["graph"])
     assert res["graph"]["edges"] > 0 and res["graph"]["relations"] > 1
 
@@ -40,9 +41,9 @@ def test_quick_rgcn_benchmark_writes_results_with_ratios(tmp_path):
         assert t["epoch_ms"] > 0 and t["forward_ms"] > 0 and t["backward_ms"] > 0
         assert t["peak_rss_mb"] > 0 and t["peak_mem_mb"] is not None
         assert "step_added_mb" in t
-    assert {by_impl[s]["mode_used"] for s in SEASTAR} <= {"per_edge", "per_pair"}
-    assert by_impl["seastar_per_edge"]["mode_used"] == "per_edge"
-    assert by_impl["seastar_per_pair"]["mode_used"] == "per_pair"
+    for s in SEASTAR[:-1]:
+        assert by_impl[s]["mode_used"] == s[len("seastar_"):]
+    assert by_impl["seastar_auto"]["mode_used"] in {s[len("seastar_"):] for s in SEASTAR[:-1]}
 
     ratios = {(q["seastar"], q["baseline"]): q for q in res["ratios"]}
     assert set(ratios) == {(s, b) for s in SEASTAR for b in ("loop", "pyg", "pyg_fast")}
