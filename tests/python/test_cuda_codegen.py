@@ -115,15 +115,15 @@ def _zoo_programs():
                   snn.GATConv(6, 3, heads=2, dropout=0.5), snn.GATConv(6, 16, heads=4, concat=False),
                   snn.SAGEConv(6, 4), snn.SAGEConv(6, 4, aggr="max"), snn.GINConv(mlp, train_eps=True),
                   snn.APPNP(K=2, alpha=0.1)]
-        # heterogeneous layers (typed parameters inside programs), when this tree has them
-        for cls, kwargs in (("RGCNConv", dict(num_relations=4)), ("RGCNConv", dict(num_relations=4, num_bases=2)),
-                            ("RGCNConv", dict(num_relations=4, aggr="add", mode="fused")),
-                            ("HGTConv", dict(num_node_types=3, num_edge_types=4, heads=2))):
-            if hasattr(snn, cls):
-                try:
-                    layers.append(getattr(snn, cls)(6, 4, **kwargs))
-                except (TypeError, ValueError) as e:
-                    log.info("zoo layer %s%s not constructed: %s", cls, kwargs, e)
+        # heterogeneous layers: every typed program (typed parameters inside programs)
+        for cls, kwargs in (("RGCNConv", dict(num_relations=4)),
+                            ("RGCNConv", dict(num_relations=4, mode="per_edge")),
+                            ("RGCNConv", dict(num_relations=4, aggr="add", mode="per_edge")),
+                            ("RGCNConv", dict(num_relations=4, num_bases=2, mode="per_basis")),
+                            ("RGCNConv", dict(num_relations=4, num_bases=2, aggr="add", mode="per_basis")),
+                            ("HGTConv", dict(num_node_types=3, num_edge_types=4, heads=2)),
+                            ("HGTConv", dict(num_node_types=3, num_edge_types=4, heads=2, mode="per_edge"))):
+            layers.append(getattr(snn, cls)(6, 4, **kwargs))
         for layer in layers:
             layer.train()
             try:
@@ -193,6 +193,8 @@ def test_models_compile_with_nvrtc(programs, dtype):
 def test_zoo_programs_compile_with_nvrtc(programs):
     zoo = {k: p for k, p in programs.items() if k.startswith("zoo:")}
     assert len(zoo) >= 5, sorted(zoo)
+    names = {k.split(":")[1].split("[")[0] for k in zoo}
+    assert {"rgcn_typed_mean", "rgcn_typed_add", "rgcn_basis_mean", "rgcn_basis_add", "hgt_typed"} <= names, names
     assert _compile_all(zoo, [torch.float32], ARCHS)
 
 

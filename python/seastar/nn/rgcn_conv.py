@@ -2,7 +2,8 @@
 
 Also the shared machinery of the typed layers (``HGTConv`` uses it too): the per-relation
 normalisation, the (source, relation) *pair graph* behind the transform-then-aggregate path, the
-cost rule choosing between the two paths, and vertices grouped by node type for typed linears.
+CSC-ordered graph copy of the typed programs, and vertices grouped by node type for typed
+linears. The aggregate-then-transform path lives in ``rgcn_runs``.
 """
 from __future__ import annotations
 
