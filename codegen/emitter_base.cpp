@@ -412,16 +412,37 @@ void EmitterBase::reduction(int a, std::ostringstream& init, std::ostringstream&
     const Value& x = m_.at(av.inputs[0]);
     const bool edge = x.space == Space::Edge;
     const std::string row = edge ? "e" : "c";
-    Operand px = val(av.inputs[0], row);
-    note_width(x);
     std::string slot_ptr = "pp" + std::to_string(a);
     if (av.op == Op::sum_rows_typed)
       slot_ptr += " + " + val(av.inputs[1], row).expr + "[0] * " + std::to_string(numel(x.shape));
     std::ostringstream& os = edge ? update : fin;
-    os << (edge ? "        " : "      ") << "{ T* p = " << slot_ptr << "; const T* y = " << px.expr << "; "
-       << loop(px.layout, numel(x.shape)) << "p[k] += y[" << slot(px.layout) << "]; }\n";
+    const std::string ind = edge ? "        " : "      ";
     t.rows.push_back({a, S, t.partial_elems});
     t.partial_elems += S;
+    if (x.op == Op::outer && layout_of(x) == Layout::Whole) {
+      // an outer product (a weight gradient) is added to the partial sums as it is formed, not
+      // built in a temporary first: one pass over the [K, N] slot instead of three
+      const Operand pu = val(x.inputs[0], row), pg = val(x.inputs[1], row);
+      if (pu.layout == Layout::Whole && pg.layout == Layout::Whole) {
+        const int64_t K = m_.at(x.inputs[0]).shape.back(), Nn = m_.at(x.inputs[1]).shape.back();
+        const int64_t L = numel(m_.at(x.inputs[0]).shape) / K;
+        note_width(x);
+        os << ind << "{ T* p = " << slot_ptr << ";\n"
+           << ind << "  for (int64_t l = 0; l < " << L << "; ++l)\n"
+           << ind << "    for (int64_t i = 0; i < " << K << "; ++i) {\n"
+           << ind << "      const T xi = " << pu.expr << "[l * " << K << " + i];\n";
+        const std::string pragma = simd(Layout::Whole);
+        if (!pragma.empty()) os << ind << "      " << pragma << "\n";
+        os << ind << "      for (int64_t j = 0; j < " << Nn << "; ++j) p[i * " << Nn << " + j] += xi * " << pg.expr
+           << "[l * " << Nn << " + j];\n"
+           << ind << "    }\n" << ind << "}\n";
+        return;
+      }
+    }
+    Operand px = val(av.inputs[0], row);
+    note_width(x);
+    os << ind << "{ T* p = " << slot_ptr << "; const T* y = " << px.expr << "; "
+       << loop(px.layout, numel(x.shape)) << "p[k] += y[" << slot(px.layout) << "]; }\n";
     return;
   }
   Operand x = val(av.inputs[0], "e");
