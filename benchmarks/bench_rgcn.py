@@ -311,7 +311,7 @@ def run_train(cfg: dict) -> dict:
                hiwater_reset=hiwater_reset, setup_s=t_setup, measure_s=t_measure)
     if impl.startswith("seastar"):
         conv = model.convs[0]
-        out["mode_used"] = conv.choose_mode(g)
+        out["mode_used"] = conv.last_mode
         from seastar.nn.rgcn_conv import relation_pairs
         out["num_pairs"] = relation_pairs(conv._graph_cache, g, R).num_pairs
         out["num_runs"] = conv._num_runs(g)

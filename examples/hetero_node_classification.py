@@ -135,7 +135,7 @@ def train_one(name, args, ds):
                   f"val {acc['val']:.4f}  time {epoch_ms[-1]:8.2f} ms", flush=True)
     rest = epoch_ms[1:]
     mean_ms = sum(rest) / len(rest) if rest else epoch_ms[0]
-    mode = model.conv1.choose_mode(g)
+    mode = getattr(model.conv1, "last_mode", None) or model.conv1.choose_mode(g)
     print(f"{name}: test accuracy {best['test']:.4f} (best val {best['val']:.4f} at epoch {best['epoch']}; "
           f"chance {1.0 / ds.num_classes:.4f}); mean epoch {mean_ms:.1f} ms (first {epoch_ms[0]:.1f} ms); "
           f"path {mode}", flush=True)

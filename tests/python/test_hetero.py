@@ -14,6 +14,7 @@ cases are skipped with the backend's reason, never passed silently.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import os
@@ -28,7 +29,7 @@ import torch.nn.functional as F
 import seastar as ss
 import seastar.nn as snn
 from conftest import BIG_RELATION, EMPTY_RELATION, NUM_NODE_TYPES, NUM_RELATIONS, TYPED_GRAPH_NAMES
-from seastar.nn.rgcn_conv import MATVEC_COST, PAIR_MARGIN, relation_pairs
+from seastar.nn.rgcn_conv import MATVEC_COST, PAIR_MARGIN, ROW_COST, relation_pairs
 
 REPO = Path(__file__).resolve().parents[2]
 DT = torch.float64
@@ -247,31 +248,31 @@ def test_rgcn_paths_agree_and_cost_rule():
     P, E, N = pairs.num_pairs, graph.num_edges, graph.num_nodes
     Q = torch.unique(typ * N + dst).numel()
     assert Q < E
-    for fin, fout in ((8, 8), (1, 1), (1, 64), (64, 1)):
+    for (fin, fout), x_grad in itertools.product(((8, 8), (1, 1), (1, 64), (64, 1)), (True, False)):
         layer = snn.RGCNConv(fin, fout, NUM_RELATIONS)
-        costs = layer.mode_costs(graph)
-        assert costs == {"per_run": (Q + 2 * P) * fin * fout + E * (fin + fout),
-                         "per_edge": MATVEC_COST * 3 * E * fin * fout,
-                         "per_pair": 3 * P * fin * fout + 2 * E * fout}
+        costs = layer.mode_costs(graph, x_grad)
+        run_rows = Q + (2 * P if x_grad else Q)
+        assert costs == {"per_run": run_rows * fin * fout + ROW_COST * run_rows * (fin + fout),
+                         "per_edge": int(MATVEC_COST * (3 if x_grad else 2) * E * fin * fout),
+                         "per_pair": (3 if x_grad else 2) * P * fin * fout + ROW_COST * 3 * P * (fin + fout)}
         costs["per_pair"] *= PAIR_MARGIN
-        assert layer.choose_mode(graph) == min(costs, key=costs.get)
+        assert layer.choose_mode(graph, x_grad) == min(costs, key=costs.get)
     # few (source, relation) pairs: transform each pair once; few runs (the reversed graph): aggregate first
-    assert P < Q and snn.RGCNConv(8, 8, NUM_RELATIONS).choose_mode(graph) == "per_pair"
+    assert P < Q and snn.RGCNConv(64, 64, NUM_RELATIONS).choose_mode(graph) == "per_pair"
     reversed_graph = ss.Graph.from_edge_index(torch.stack([dst, src]), num_nodes=N, edge_type=typ,
                                               num_edge_types=NUM_RELATIONS)
-    assert snn.RGCNConv(8, 8, NUM_RELATIONS).choose_mode(reversed_graph) == "per_run"
+    assert snn.RGCNConv(64, 64, NUM_RELATIONS).choose_mode(reversed_graph) == "per_run"
     # few bases on a dense graph (E = 20 N, nearly every pair and run distinct): aggregate per basis
     gen = torch.Generator().manual_seed(5)
     dense_graph = ss.Graph.from_edge_index(torch.randint(0, 50, (2, 1000), generator=gen), num_nodes=50,
                                            edge_type=torch.randint(0, NUM_RELATIONS, (1000,), generator=gen),
                                            num_edge_types=NUM_RELATIONS)
     assert snn.RGCNConv(16, 16, NUM_RELATIONS, num_bases=1).choose_mode(dense_graph) == "per_basis"
-    # every (source, relation) pair and every run distinct: the GEMM paths still cost less than
-    # matrix-vector products per edge, so per_edge runs only when asked for
+    # every (source, relation) pair and every run distinct: nothing to share, the typed program wins
     ei = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
     distinct = ss.Graph.from_edge_index(ei, num_nodes=4, edge_type=torch.tensor([0, 1, 0, 1]), num_edge_types=2)
-    assert snn.RGCNConv(1, 1, 2).choose_mode(distinct) == "per_run"
-    assert snn.RGCNConv(1, 1, 2, mode="per_edge").choose_mode(distinct) == "per_edge"
+    assert snn.RGCNConv(16, 16, 2).choose_mode(distinct) == "per_edge"
+    assert snn.RGCNConv(16, 16, 2, mode="per_run").choose_mode(distinct) == "per_run"
     with pytest.raises(ValueError, match="per_basis.*num_bases"):
         snn.RGCNConv(4, 4, 2, mode="per_basis")
 

@@ -21,10 +21,12 @@ from .rgcn_runs import build_run_plan, count_runs, device_plan, per_run_conv
 
 MODES = ("auto", "per_edge", "per_pair")  # the paths shared with HGTConv
 RGCN_MODES = MODES + ("per_run", "per_basis")
-# A multiply-add of the per-edge matrix-vector product costs about this many multiply-adds of a
-# dense GEMM: W_r is not reused between consecutive edges of different relations (bench_rgcn.py,
-# F=64, one thread: 12 GMAC/s per edge against 33 GMAC/s in torch.mm).
-MATVEC_COST = 3
+# The cost rule's weights, in multiply-adds of a dense GEMM (torch.mm: 33 GMAC/s on one core),
+# calibrated with bench_rgcn.py (F=64, one thread): a multiply-add of the generated per-edge
+# matrix-vector product or outer product (~25 GMAC/s, W_r streamed from L2), and a float of a
+# run or pair row moved by index_add_ / index_select / the chunked aggregation.
+MATVEC_COST = 1.25
+ROW_COST = 20
 PAIR_MARGIN = 1.1
 
 
@@ -264,12 +266,13 @@ class RGCNConv(nn.Module):
     type-sorted CSC (``csc_ordered``, cached), so their destination-parallel kernels stream the
     edge types and ``norm`` instead of reading them through the edge-id map.
 
-    ``mode="auto"`` (default) takes the path with the fewest multiply-adds per training step
-    (forward + backward) by ``mode_costs``, counting a per-edge matrix-vector multiply-add as
-    ``MATVEC_COST`` (3) GEMM multiply-adds (measured); ``per_pair`` must also be ``PAIR_MARGIN``
-    (10%) cheaper than the rest, as it alone holds O(P*F) floats between the passes; ties go to
-    the path listed first in ``mode_costs``. An untyped graph always takes ``per_pair`` (its pairs
-    are the vertices: one transform, one sum).
+    ``mode="auto"`` (default) takes the cheapest path per training step (forward + backward, with
+    or without a gradient for ``x``) by ``mode_costs``, in GEMM multiply-adds: a multiply-add of
+    the per-edge programs counts ``MATVEC_COST`` (1.25), a float of a run or pair row moved by the
+    scatter / gather between the GEMMs and the aggregation ``ROW_COST`` (20), both measured;
+    ``per_pair`` must also be ``PAIR_MARGIN`` (10%) cheaper than the rest, as it alone holds
+    O(P*F) floats between the passes; ties go to the path listed first in ``mode_costs``. An
+    untyped graph always takes ``per_pair`` (its pairs are the vertices: one transform, one sum).
 
     Memory (fused backend): no path builds an O(E*F) tensor; the reference backend materialises
     per-edge messages, O(E*in + E*out). ``per_edge`` with a trainable ``W`` runs fused only where
@@ -314,6 +317,7 @@ class RGCNConv(nn.Module):
         self.root = nn.Parameter(torch.empty(in_channels, out_channels)) if root_weight else None
         self.bias = nn.Parameter(torch.empty(out_channels)) if bias else None
         self._graph_cache = GraphCache(32)  # ~10 entries per graph (norms, plans, pair and run counts)
+        self.last_mode: Optional[str] = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -333,24 +337,29 @@ class RGCNConv(nn.Module):
             return torch.einsum("rbio,bc->rbico", self.weight, eye).reshape(r, nb * bi, nb * bo)
         return self.weight
 
-    def mode_costs(self, graph: Graph) -> Dict[str, int]:
-        """Multiply-adds of one training step (forward + backward) of each path on this graph;
-        the cost rule of ``mode="auto"`` (see the class docstring)."""
-        fin, fout = self.in_channels, self.out_channels
+    def mode_costs(self, graph: Graph, x_grad: bool = True) -> Dict[str, int]:
+        """The cost of one training step (forward + backward) of each path on this graph, in
+        multiply-adds of a dense GEMM; ``x_grad``: whether ``x`` needs a gradient. The cost rule
+        of ``mode="auto"`` (see the class docstring)."""
+        fin, fout, ff = self.in_channels, self.out_channels, self.in_channels * self.out_channels
         e, n = graph.num_edges, graph.num_nodes
         p = relation_pairs(self._graph_cache, graph, self.num_relations).num_pairs
         q = self._num_runs(graph)
+        rows = fin + fout
+        # per_run: forward runs Q; backward either the reversed runs P (for x, and W from them)
+        # or the forward runs again (W only); each run row is also scattered / gathered
+        run_rows = q + (2 * p if x_grad else q)
         costs = {
-            "per_run": (q + 2 * p) * fin * fout + e * (fin + fout),
-            "per_edge": MATVEC_COST * 3 * e * fin * fout,
-            "per_pair": 3 * p * fin * fout + 2 * e * fout,
+            "per_edge": int(MATVEC_COST * (3 if x_grad else 2) * e * ff),
+            "per_run": run_rows * ff + ROW_COST * run_rows * rows,
+            "per_pair": (3 if x_grad else 2) * p * ff + ROW_COST * 3 * p * rows,
         }
         if self.num_bases is not None:
             b = self.num_bases
-            costs["per_basis"] = 3 * n * b * fin * fout + 3 * e * b * fin
+            costs["per_basis"] = 3 * n * b * ff + (3 if x_grad else 2) * e * b * fin
         return costs
 
-    def choose_mode(self, graph: Graph) -> str:
+    def choose_mode(self, graph: Graph, x_grad: bool = True) -> str:
         """The path for this graph: the ``mode`` argument, or the cheapest by ``mode_costs`` (ties
         go to the path listed first there, the leaner in memory). An untyped graph always takes
         ``per_pair``: its pairs are its vertices, so that is one dense transform and one sum."""
@@ -358,9 +367,9 @@ class RGCNConv(nn.Module):
             return "per_pair"
         if self.mode != "auto":
             return self.mode
-        costs = self.mode_costs(graph)
+        costs = self.mode_costs(graph, x_grad)
         # per_pair holds P*(in + out) floats from forward to backward, the others O(N*F): it must
-        # win by PAIR_MARGIN to be chosen over per_run
+        # win by PAIR_MARGIN to be chosen
         costs["per_pair"] = int(costs["per_pair"] * PAIR_MARGIN)
         return min(costs, key=costs.get)
 
@@ -395,7 +404,8 @@ class RGCNConv(nn.Module):
         if x.dim() != 2 or x.shape[1] != self.in_channels:
             raise ValueError(f"RGCNConv: x must be [N, {self.in_channels}], got {tuple(x.shape)}")
         edge_types(graph, self.num_relations, "RGCNConv")  # validates the graph's types
-        mode = self.choose_mode(graph)
+        mode = self.choose_mode(graph, x.requires_grad)
+        self.last_mode = mode  # the path the last call took (reported by the examples and benchmarks)
         if mode in ("per_edge", "per_basis"):  # destination-parallel typed programs: stream edge data
             graph = csc_ordered(self._graph_cache, graph, self.num_relations)
         norm = None
