@@ -163,7 +163,15 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", metavar="PATH", default=None)
     p.add_argument("--quiet", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for name, low in (("epochs", 0), ("dim", 1), ("bases", 1), ("batch_size", 1), ("negatives", 1),
+                      ("eval_batch", 1), ("eval_subset", 1), ("max_entities", 2), ("threads", 1)):
+        value = getattr(args, name)
+        if value is not None and value < low:
+            p.error(f"--{name.replace('_', '-')} must be at least {low}, got {value}")
+    if not 0.0 <= args.dropout < 1.0:
+        p.error(f"--dropout must be in [0, 1), got {args.dropout}")
+    return args
 
 
 def main(argv=None):
@@ -235,7 +243,7 @@ def main(argv=None):
     rest = epoch_s[1:]
     result = dict(
         dataset=kg.name, **metrics, epochs=args.epochs, dim=args.dim, bases=args.bases,
-        test_triples_ranked=len(test), mean_epoch_s=(sum(rest) / len(rest)) if rest else epoch_s[0],
+        test_triples_ranked=len(test), mean_epoch_s=(sum(rest) / len(rest)) if rest else (epoch_s[0] if epoch_s else float("nan")),
         first_epoch_s=epoch_s[0] if epoch_s else float("nan"), eval_s=eval_s, total_s=total_s,
         rgcn_path=model.conv1.choose_mode(full_graph), reference_fallbacks=fallbacks.messages,
         fused=not fallbacks.messages and args.backend != "reference", history=history, args=vars(args),

@@ -605,3 +605,22 @@ def test_link_prediction_example_wn18rr_subset(tmp_path):
                        "--eval-subset", "100", "--threads", "1", "--json", str(out))
     result = check_link_prediction(out, proc, 2)
     assert result["dataset"].startswith("wn18rr")
+
+
+@pytest.mark.parametrize("args, message", [(("--epochs", "-1"), "--epochs must be at least 0"),
+                                           (("--dim", "0"), "--dim must be at least 1"),
+                                           (("--dropout", "1.0"), "--dropout must be in")])
+def test_link_prediction_example_rejects_bad_arguments(args, message):
+    cmd = [sys.executable, str(REPO / "examples" / "rgcn_link_prediction.py"), "--dataset", "synthetic", *args]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
+
+
+def test_link_prediction_example_without_training(tmp_path):
+    """--epochs 0 ranks the test triples with the untrained model (a baseline), and reports no epoch time."""
+    out = tmp_path / "lp.json"
+    proc = run_example("rgcn_link_prediction.py", "--dataset", "synthetic", "--epochs", "0", "--dim", "16",
+                       "--threads", "1", "--json", str(out))
+    result = json.loads(out.read_text())
+    assert result["epochs"] == 0 and result["history"] == [] and math.isnan(result["mean_epoch_s"])
+    assert 0.0 <= result["mrr"] <= 1.0 and "test (filtered" in proc.stdout
