@@ -102,7 +102,15 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", metavar="PATH", default=None)
     p.add_argument("--quiet", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for name, low in (("nodes", 1), ("edges", 0), ("node_types", 1), ("relations", 1), ("classes", 2),
+                      ("features", 1), ("epochs", 1), ("hidden", 1), ("heads", 1), ("bases", 1), ("threads", 1)):
+        value = getattr(args, name)
+        if value is not None and value < low:
+            p.error(f"--{name.replace('_', '-')} must be at least {low}, got {value}")
+    if not 0.0 <= args.dropout < 1.0:
+        p.error(f"--dropout must be in [0, 1), got {args.dropout}")
+    return args
 
 
 def train_one(name, args, ds):

@@ -28,8 +28,18 @@ const TensorSig& Builder::binding(const std::string& name, const char* used_as) 
   auto [pos, inserted] = used_as_.emplace(name, used_as);
   if (!inserted && pos->second != used_as)
     fail("'" + name + "' is used both as a " + pos->second + " tensor and as a " + used_as + " tensor");
-  if (std::string(used_as) != "param" && it->second.shape.empty())
+  const std::vector<int64_t>& shape = it->second.shape;
+  if (std::string(used_as) != "param" && shape.empty())
     fail("'" + name + "' is used as a " + used_as + " tensor but is a scalar (0-d) tensor");
+  // an empty feature axis (say [N, 0], or a weight [R, 16, 0]) leaves nothing to compute; the
+  // row count of a vertex or edge tensor may be 0 (an empty graph)
+  for (size_t i = std::string(used_as) == "param" ? 0 : 1; i < shape.size(); ++i)
+    if (shape[i] == 0) {
+      std::string dims;
+      for (int64_t d : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      fail("'" + name + "' has an empty axis: shape [" + dims + "]; a " + used_as +
+           " tensor needs at least one element per " + (std::string(used_as) == "param" ? "axis" : "row"));
+    }
   return it->second;
 }
 

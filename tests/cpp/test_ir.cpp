@@ -105,3 +105,11 @@ TEST(IR, SimplifyKeepsAProductThatIsUsedTwice) {
   const std::string text = ir::print(m);
   EXPECT_EQ(count(text, ": Edge f[4, 1]\n"), 1) << text;  // only the gathered s: no s * w
 }
+
+TEST(IR, EmptyFeatureAxisIsATraceError) {
+  Builder b({{"a", {10, 0}}, {"W", {3, 0}}, {"rows", {0, 2}}}, {});
+  Vertex v(&b);
+  EXPECT_THROW((void)v["a"], TraceError);
+  EXPECT_THROW((void)b.param("W"), TraceError);
+  EXPECT_NO_THROW((void)v["rows"]);  // no rows (an empty graph) is fine; no features is not
+}

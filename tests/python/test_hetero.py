@@ -624,3 +624,12 @@ def test_link_prediction_example_without_training(tmp_path):
     result = json.loads(out.read_text())
     assert result["epochs"] == 0 and result["history"] == [] and math.isnan(result["mean_epoch_s"])
     assert 0.0 <= result["mrr"] <= 1.0 and "test (filtered" in proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [(("--epochs", "0"), "--epochs must be at least 1"),
+                                           (("--hidden", "0"), "--hidden must be at least 1"),
+                                           (("--classes", "1"), "--classes must be at least 2")])
+def test_planted_classification_example_rejects_bad_arguments(args, message):
+    cmd = [sys.executable, str(REPO / "examples" / "hetero_node_classification.py"), *args]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]

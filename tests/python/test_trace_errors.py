@@ -140,6 +140,27 @@ def test_matmul_shape_mismatch(graph):
                      W=torch.randn(4, 2, dtype=torch.float64))
 
 
+def test_empty_feature_axis(graph):
+    @ss.vertex_program
+    def prog(v):
+        return sum(e.src.h for e in v.in_edges())  # <- error
+
+    assert_raises_at(ss.TraceError, prog, graph, match="'h' has an empty axis: shape [" + f"{graph.num_nodes}, 0]",
+                     h=_h(graph, 0))
+
+
+def test_empty_weight_axis(graph):
+    @ss.vertex_program
+    def prog(v, W):
+        return sum(e.src.h @ W for e in v.in_edges())
+
+    # a parameter is bound before the program body runs: the error names the calling line
+    with pytest.raises(ss.TraceError, match=r"'W' has an empty axis: shape \[3, 0\]") as info:
+        prog(graph, backend="reference", h=_h(graph, 3), W=torch.randn(3, 0, dtype=torch.float64))  # <- call
+    line = inspect.currentframe().f_lineno - 1
+    assert f"{FILE}:{line}" in str(info.value), str(info.value)
+
+
 def test_attribute_not_bound(graph):
     @ss.vertex_program
     def prog(v):
