@@ -42,6 +42,7 @@ except ImportError:  # run from a checkout: python examples/hetero_node_classifi
     import seastar as ss
 import seastar.nn as snn  # noqa: E402
 from seastar.fused import FallbackLog  # noqa: E402
+from _common import check_arguments  # noqa: E402  (examples/, the script's folder)
 
 log = logging.getLogger("seastar.examples.hetero_node_classification")
 
@@ -102,15 +103,9 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", metavar="PATH", default=None)
     p.add_argument("--quiet", action="store_true")
-    args = p.parse_args(argv)
-    for name, low in (("nodes", 1), ("edges", 0), ("node_types", 1), ("relations", 1), ("classes", 2),
-                      ("features", 1), ("epochs", 1), ("hidden", 1), ("heads", 1), ("bases", 1), ("threads", 1)):
-        value = getattr(args, name)
-        if value is not None and value < low:
-            p.error(f"--{name.replace('_', '-')} must be at least {low}, got {value}")
-    if not 0.0 <= args.dropout < 1.0:
-        p.error(f"--dropout must be in [0, 1), got {args.dropout}")
-    return args
+    return check_arguments(p, p.parse_args(argv), dict(nodes=1, edges=0, node_types=1, relations=1, classes=2,
+                                                       features=1, epochs=1, hidden=1, heads=1, bases=1,
+                                                       threads=1))
 
 
 def train_one(name, args, ds):

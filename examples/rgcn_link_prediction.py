@@ -47,6 +47,7 @@ except ImportError:  # run from a checkout: python examples/rgcn_link_prediction
     import seastar as ss
 import seastar.nn as snn  # noqa: E402
 from seastar.fused import FallbackLog  # noqa: E402
+from _common import check_arguments  # noqa: E402  (examples/, the script's folder)
 from seastar.datasets import KnowledgeGraphDataset  # noqa: E402
 
 log = logging.getLogger("seastar.examples.rgcn_link_prediction")
@@ -163,15 +164,8 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", metavar="PATH", default=None)
     p.add_argument("--quiet", action="store_true")
-    args = p.parse_args(argv)
-    for name, low in (("epochs", 0), ("dim", 1), ("bases", 1), ("batch_size", 1), ("negatives", 1),
-                      ("eval_batch", 1), ("eval_subset", 1), ("max_entities", 2), ("threads", 1)):
-        value = getattr(args, name)
-        if value is not None and value < low:
-            p.error(f"--{name.replace('_', '-')} must be at least {low}, got {value}")
-    if not 0.0 <= args.dropout < 1.0:
-        p.error(f"--dropout must be in [0, 1), got {args.dropout}")
-    return args
+    return check_arguments(p, p.parse_args(argv), dict(epochs=0, dim=1, bases=1, batch_size=1, negatives=1,
+                                                       eval_batch=1, eval_subset=1, max_entities=2, threads=1))
 
 
 def main(argv=None):
