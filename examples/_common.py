@@ -1,8 +1,15 @@
-"""What the example scripts share: checks of their command-line numbers."""
+"""What the heterogeneous example scripts share: checks of their command-line numbers, and the
+start of a run (logging, the fallback log, threads, seeds) and the JSON result at its end."""
 from __future__ import annotations
 
 import argparse
-from typing import Dict, Iterable
+import json
+import logging
+import random
+from pathlib import Path
+from typing import Dict, Iterable, Optional
+
+import torch
 
 
 def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, at_least: Dict[str, int],
@@ -18,3 +25,25 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, a
         if not 0.0 <= value < 1.0:
             parser.error(f"--{name.replace('_', '-')} must be in [0, 1), got {value}")
     return args
+
+
+def start_run(args: argparse.Namespace, fallback_log: logging.Handler) -> None:
+    """INFO logging; ``fallback_log`` collects seastar's messages (at least at INFO, so a program
+    that falls back to the reference backend is recorded); ``--threads`` and ``--seed`` applied."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    seastar_log = logging.getLogger("seastar")
+    seastar_log.addHandler(fallback_log)
+    if seastar_log.getEffectiveLevel() > logging.INFO:
+        seastar_log.setLevel(logging.INFO)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+
+
+def write_json(path: Optional[str], result: dict) -> None:
+    """``result`` as indented JSON at ``path`` (its folder created); nothing when ``path`` is None."""
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(result, f, indent=2)

@@ -23,10 +23,8 @@ one at the epoch with the best validation accuracy):
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import platform
-import random
 import sys
 import time
 from pathlib import Path
@@ -42,7 +40,7 @@ except ImportError:  # run from a checkout: python examples/hetero_node_classifi
     import seastar as ss
 import seastar.nn as snn  # noqa: E402
 from seastar.fused import FallbackLog  # noqa: E402
-from _common import check_arguments  # noqa: E402  (examples/, the script's folder)
+from _common import check_arguments, start_run, write_json  # noqa: E402  (examples/, the script's folder)
 
 log = logging.getLogger("seastar.examples.hetero_node_classification")
 
@@ -148,16 +146,8 @@ def train_one(name, args, ds):
 
 def main(argv=None):
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     fallbacks = FallbackLog()
-    seastar_log = logging.getLogger("seastar")
-    seastar_log.addHandler(fallbacks)
-    if seastar_log.getEffectiveLevel() > logging.INFO:
-        seastar_log.setLevel(logging.INFO)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    random.seed(args.seed)
-    torch.manual_seed(args.seed)
+    start_run(args, fallbacks)
     t_start = time.perf_counter()
     ds = ss.datasets.planted_typed_classification(
         args.nodes, args.edges, args.node_types, args.relations, args.classes, args.features, seed=args.seed)
@@ -167,10 +157,7 @@ def main(argv=None):
                   total_s=time.perf_counter() - t_start, reference_fallbacks=fallbacks.messages,
                   fused=not fallbacks.messages and args.backend != "reference", args=vars(args),
                   torch_threads=torch.get_num_threads(), torch_version=torch.__version__, host=platform.node())
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+    write_json(args.json, result)
     return result
 
 

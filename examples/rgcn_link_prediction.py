@@ -28,10 +28,8 @@ counting half. ``--eval-subset K`` ranks a seeded random subset of K test triple
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import platform
-import random
 import sys
 import time
 from pathlib import Path
@@ -47,7 +45,7 @@ except ImportError:  # run from a checkout: python examples/rgcn_link_prediction
     import seastar as ss
 import seastar.nn as snn  # noqa: E402
 from seastar.fused import FallbackLog  # noqa: E402
-from _common import check_arguments  # noqa: E402  (examples/, the script's folder)
+from _common import check_arguments, start_run, write_json  # noqa: E402  (examples/, the script's folder)
 from seastar.datasets import KnowledgeGraphDataset  # noqa: E402
 
 log = logging.getLogger("seastar.examples.rgcn_link_prediction")
@@ -170,16 +168,8 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     fallbacks = FallbackLog()
-    seastar_log = logging.getLogger("seastar")
-    seastar_log.addHandler(fallbacks)
-    if seastar_log.getEffectiveLevel() > logging.INFO:
-        seastar_log.setLevel(logging.INFO)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    random.seed(args.seed)
-    torch.manual_seed(args.seed)
+    start_run(args, fallbacks)
 
     t_start = time.perf_counter()
     if args.dataset == "wn18rr":
@@ -247,10 +237,7 @@ def main(argv=None):
           f"Hits@1 {metrics['hits1']:.4f}  Hits@3 {metrics['hits3']:.4f}  Hits@10 {metrics['hits10']:.4f}; "
           f"mean epoch {result['mean_epoch_s']:.2f} s, eval {eval_s:.1f} s, total {total_s:.1f} s; "
           f"vertex programs {'fused' if result['fused'] else 'partly on the reference backend'}", flush=True)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+    write_json(args.json, result)
     return result
 
 
