@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import statistics
 import sys
 import time
@@ -41,23 +40,7 @@ APPNP_K, APPNP_ALPHA = 10, 0.1
 
 
 # -- memory ------------------------------------------------------------------------------------
-def rss_mb() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
-def rss_parts_mb() -> dict:
-    """Current RssAnon / RssFile / RssShmem of this process, MB."""
-    out = {}
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(("RssAnon:", "RssFile:", "RssShmem:")):
-                key, val = line.split(":", 1)
-                out[key] = int(val.split()[0]) / 1024.0
-    return out
+from _proc_memory import hwm_mb, maxrss_mb, reset_peak, rss_mb, rss_parts_mb  # noqa: E402
 
 
 class AnonSampler:
@@ -84,33 +67,6 @@ class AnonSampler:
         self._stop.set()
         self._t.join()
         self.peak = max(self.peak, rss_parts_mb().get("RssAnon", 0.0))
-
-
-def maxrss_mb() -> float:
-    """``getrusage(RUSAGE_SELF).ru_maxrss``. Not used for the peak itself: Linux carries the
-    parent's high-water mark into the child across fork + exec (``signal->maxrss``), and the
-    /proc reset below does not clear it, so a parent holding a large graph raises every child's
-    value to its own RSS. Recorded for reference."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def hwm_mb() -> float:
-    """VmHWM: this process's own RSS high-water mark (the one ``reset_peak`` resets)."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    return maxrss_mb()
-
-
-def reset_peak() -> bool:
-    """Resets the process's RSS high-water mark (Linux >= 4.0); False where not allowed."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
 
 
 # -- timing ------------------------------------------------------------------------------------

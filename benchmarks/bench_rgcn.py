@@ -75,34 +75,7 @@ TARGET_SPEEDUP, TARGET_MEMORY_RATIO = 3.0, 5.0  # aimed at (issue 6), reported, 
 
 # ---- memory ----------------------------------------------------------------------------------------
 
-def rss_mb() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
-def vm_bytes() -> int:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def maxrss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def reset_peak() -> bool:
-    """Resets the process's RSS high-water mark (Linux >= 4.0); False where not allowed."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
+from _proc_memory import maxrss_mb, reset_peak, rss_mb, vm_bytes  # noqa: E402  (benchmarks/, this script's folder)
 
 
 def limit_memory(budget_gb: float) -> None:
