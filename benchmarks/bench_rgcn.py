@@ -75,7 +75,7 @@ TARGET_SPEEDUP, TARGET_MEMORY_RATIO = 3.0, 5.0  # aimed at (issue 6), reported, 
 
 # ---- memory ----------------------------------------------------------------------------------------
 
-from _proc_memory import maxrss_mb, reset_peak, rss_mb, vm_bytes  # noqa: E402  (benchmarks/, this script's folder)
+from _proc_memory import hwm_mb, maxrss_mb, reset_peak, rss_mb, vm_bytes  # noqa: E402  (benchmarks/, this script's folder)
 
 
 def limit_memory(budget_gb: float) -> None:
@@ -272,7 +272,7 @@ def run_train(cfg: dict) -> dict:
     for _ in range(cfg["warmup"]):
         epoch()
     runs = [epoch() for _ in range(cfg["repeats"])]
-    peak = maxrss_mb()
+    peak = hwm_mb() if hiwater_reset else maxrss_mb()
     t_measure = time.perf_counter() - t0
     med = lambda i: 1e3 * statistics.median(r[i] for r in runs)  # noqa: E731
     out = dict(status="ok", epoch_ms=med(0), forward_ms=med(1), backward_ms=med(2), step_ms=med(3),
