@@ -257,11 +257,12 @@ class GATConv(nn.Module):
         # a sparse adjacency in: a sparse [num_dst, num_src, H] attention out, in its own (row-major) order
         order = torch.argsort(ei[1] * max(s.num_src, 1) + ei[0], stable=True)
         ei, alpha = ei[:, order], alpha[order]
-        adj = torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), alpha, (s.num_dst, s.num_src) + alpha.shape[1:],
-                                      is_coalesced=True)
+        size = (s.num_dst, s.num_src) + tuple(alpha.shape[1:])
         if s.layout == torch.sparse_csr:
-            adj = adj.to_sparse_csr(dense_dim=alpha.dim() - 1)
-        return adj, alpha
+            counts = torch.bincount(ei[1], minlength=s.num_dst)
+            crow = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+            return torch.sparse_csr_tensor(crow, ei[0], alpha, size), alpha
+        return torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), alpha, size, is_coalesced=True), alpha
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
