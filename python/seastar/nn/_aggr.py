@@ -8,8 +8,8 @@ The simple ones (``sum``/``add``, ``mean``, ``max``, ``min``) are one vertex pro
 ``"cat"``, ``"proj"``, ``"attn"``, or an element-wise ``"sum"``, ``"mean"``, ``"max"``,
 ``"min"``, ``"logsumexp"``, ``"std"``, ``"var"``). ``lstm`` (PyG's ``LSTMAggregation``: an
 LSTM over each destination's in-neighbours in edge order, which must be sorted by destination)
-and any other aggregation module (called as PyG calls one: ``aggr(x_j, index, dim_size=N)``)
-are plain torch over gathered edge rows, O(E*F): they have no vertex-program form.
+and any other aggregation module (kept as it is and called as PyG calls one:
+``aggr(x_j, index, dim_size=N)``) are plain torch over gathered edge rows, O(E*F): they have no vertex-program form.
 
 Submodule and parameter names follow PyG (``aggrs.3.t``, ``lin.weight``, ``lstm.weight_ih_l0``)
 so that a PyG ``SAGEConv``'s state dict loads.
@@ -95,7 +95,8 @@ class SimpleAggregation(Aggregation):
         self.kind = "sum" if kind == "add" else kind
         self.linear = self.kind in ("sum", "mean")
 
-    def forward(self, s: Structure, x: torch.Tensor, weight: Optional[torch.Tensor] = None, backend=None) -> torch.Tensor:
+    def forward(self, s: Structure, x: torch.Tensor, weight: Optional[torch.Tensor] = None,
+                backend=None) -> torch.Tensor:
         plain, weighted = _programs()[self.kind]
         if weight is None:
             return s.out(plain(s.graph, backend=backend, h=s.src(x)))
@@ -185,7 +186,8 @@ class LSTMAggregation(Aggregation):
         src, dst = s.edge_index.to(x.device)
         if dst.numel() > 1 and bool((dst[1:] < dst[:-1]).any()):
             raise ValueError("Can not perform aggregation since the 'index' tensor is not sorted. Specifically, "
-                             "LSTMAggregation needs the edges sorted by destination (sort edge_index by its second row)")
+                             "LSTMAggregation needs the edges sorted by destination (sort edge_index by its "
+                             "second row)")
         dense = to_dense_batch(x[src], dst, s.num_dst)
         return self.lstm(dense)[0][:, -1]
 
@@ -204,29 +206,28 @@ def to_dense_batch(x: torch.Tensor, index: torch.Tensor, num: int) -> torch.Tens
     return out
 
 
-class ModuleAggregation(Aggregation):
-    """Any aggregation module (e.g. PyG's): called with the gathered source rows per edge."""
+def reset(aggr: nn.Module) -> None:
+    if hasattr(aggr, "reset_parameters"):
+        aggr.reset_parameters()
 
-    def __init__(self, module: nn.Module):
-        super().__init__()
-        self.module = module
 
-    def out_channels(self, in_channels: int) -> int:
-        get = getattr(self.module, "get_out_channels", None)
-        if get is not None:
-            return int(get(in_channels))
-        return int(getattr(self.module, "out_channels", in_channels) or in_channels)
+def aggregate(aggr: nn.Module, s: Structure, x: torch.Tensor, weight: Optional[torch.Tensor] = None,
+              backend=None) -> torch.Tensor:
+    """``aggr`` over ``s``'s in-edges; a module that is not one of these aggregations (e.g. one
+    of PyG's) is called as PyG calls one, with the gathered source row of every edge."""
+    if isinstance(aggr, Aggregation):
+        return aggr(s, x, weight, backend=backend)
+    src, dst = s.edge_index.to(x.device)
+    return aggr(x[src], dst, dim_size=s.num_dst)
 
-    def reset_parameters(self) -> None:
-        if hasattr(self.module, "reset_parameters"):
-            self.module.reset_parameters()
 
-    def forward(self, s: Structure, x: torch.Tensor, weight=None, backend=None) -> torch.Tensor:
-        src, dst = s.edge_index.to(x.device)
-        return self.module(x[src], dst, dim_size=s.num_dst)
-
-    def __repr__(self) -> str:
-        return repr(self.module)
+def out_channels_of(aggr: nn.Module, in_channels: int) -> int:
+    if isinstance(aggr, Aggregation):
+        return aggr.out_channels(in_channels)
+    get = getattr(aggr, "get_out_channels", None)
+    if get is not None:
+        return int(get(in_channels))
+    return int(getattr(aggr, "out_channels", None) or in_channels)
 
 
 class MultiAggregation(Aggregation):
@@ -269,12 +270,12 @@ class MultiAggregation(Aggregation):
         if self.out_channels_ is not None:
             return self.out_channels_
         if self.mode == "cat":
-            return sum(a.out_channels(in_channels) for a in self.aggrs)
+            return sum(out_channels_of(a, in_channels) for a in self.aggrs)
         return in_channels
 
     def reset_parameters(self) -> None:
         for a in self.aggrs:
-            a.reset_parameters()
+            reset(a)
         if self.mode == "proj":
             self.lin.reset_parameters()
         if self.mode == "attn":
@@ -282,7 +283,7 @@ class MultiAggregation(Aggregation):
             self.multihead_attn._reset_parameters()
 
     def forward(self, s: Structure, x: torch.Tensor, weight=None, backend=None) -> torch.Tensor:
-        outs = [a(s, x, backend=backend) for a in self.aggrs]
+        outs = [aggregate(a, s, x, backend=backend) for a in self.aggrs]
         if len(outs) == 1:
             return outs[0]
         if self.mode == "cat":
@@ -301,15 +302,15 @@ class MultiAggregation(Aggregation):
         return f"MultiAggregation([\n{inner}], mode={self.mode})"
 
 
-def resolve(aggr, in_channels: Optional[int] = None, **kwargs) -> Aggregation:
+def resolve(aggr, in_channels: Optional[int] = None, **kwargs) -> nn.Module:
     """An aggregation from a name (PyG's: "mean", "MeanAggregation", ...), a list, an
     ``Aggregation`` or any other aggregation module."""
     if isinstance(aggr, Aggregation):
         return aggr
     if isinstance(aggr, (list, tuple)):
         return MultiAggregation(aggr, in_channels=in_channels, **kwargs)
-    if isinstance(aggr, nn.Module):
-        return ModuleAggregation(aggr)
+    if isinstance(aggr, nn.Module):  # any other aggregation module, e.g. one of PyG's
+        return aggr
     if not isinstance(aggr, str):
         raise TypeError(f"aggr must be a name, a list of names or an aggregation module, got {type(aggr).__name__}")
     name = aggr.lower().replace("_", "")

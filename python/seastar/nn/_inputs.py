@@ -59,7 +59,10 @@ def check_rows(layer: str, t: Optional[torch.Tensor], expected: Optional[int], w
                          f"{'source' if 'src' in what or what == 'x' else 'destination'} vertices")
 
 
-def split_features(layer: str, x, bipartite_ok: bool = True) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor], bool]:
+OptTensor = Optional[torch.Tensor]
+
+
+def split_features(layer: str, x, bipartite_ok: bool = True) -> Tuple[OptTensor, OptTensor, bool]:
     """``(x_src, x_dst, is_pair)``; a single tensor is both."""
     if isinstance(x, (tuple, list)):
         if len(x) != 2:

@@ -7,8 +7,8 @@ loops, in their order, followed by one loop per vertex ``0 .. L-1`` (``L = num_n
 values they give the loops, which ``loop_values`` computes per call (values may be learned):
 
 * ``"remaining"`` (``add_remaining_self_loops``, GCN / APPNP on ``edge_index``): a vertex that
-  had a self loop keeps that loop's value (its last one, if it had several), the others get
-  ``fill``;
+  had a self loop keeps that loop's value (with several, one of them, assigned as PyG does),
+  the others get ``fill``;
 * ``"sum"`` (``add_self_loops`` on a sparse adjacency, which then sums duplicate entries):
   ``fill`` plus the values of the vertex's own loops;
 * ``"replace"`` (``remove_self_loops`` then ``add_self_loops``, GAT): every loop gets ``fill``,
@@ -30,14 +30,12 @@ REDUCTIONS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "amax", "min": 
 class LoopGraph(NamedTuple):
     """``structure``: the non-loop edges, then loops ``0 .. num_loops-1``; ``kept`` [E'] the ids
     of the non-loop edges in the input; ``loop_edges`` / ``loop_vertex``: the input's self loops
-    (edge ids) and their vertices; ``last_loop`` [L]: the input's last loop at each vertex, -1
-    where there is none."""
+    (edge ids) and their vertices."""
 
     structure: Structure
     kept: torch.Tensor
     loop_edges: torch.Tensor
     loop_vertex: torch.Tensor
-    last_loop: torch.Tensor
     num_loops: int
 
 
@@ -51,13 +49,10 @@ def with_loops(cache: GraphCache, s: Structure, num_loops: int = None) -> LoopGr
         kept = torch.nonzero(~is_loop).flatten()
         loop_edges = torch.nonzero(is_loop & (ei[0] < num_loops)).flatten()
         loop_vertex = ei[0, loop_edges]
-        last = torch.full((num_loops,), -1, dtype=torch.int64)
-        # scatter_reduce with amax keeps the highest edge id per vertex: PyG's assignment order
-        last = last.scatter_reduce(0, loop_vertex, loop_edges, reduce="amax", include_self=True)
         loops = torch.arange(num_loops, dtype=torch.int64)
         new_ei = torch.cat([ei[:, kept], torch.stack([loops, loops])], 1).contiguous()
         st = Structure(make_graph(new_ei, s.num_src, s.num_dst), s.num_src, s.num_dst, new_ei, None, s.layout)
-        return LoopGraph(st, kept, loop_edges, loop_vertex, last, num_loops)
+        return LoopGraph(st, kept, loop_edges, loop_vertex, num_loops)
 
     return cache.get(("with_loops", graph_uid(s.graph), num_loops), make)
 
@@ -103,8 +98,9 @@ def loop_values(lg: LoopGraph, values: torch.Tensor, fill, mode: str) -> torch.T
         loops = fill_values(fill, values, None, lg.num_loops)
         if mode == "remaining":
             if lg.loop_edges.numel():
-                has = (lg.last_loop >= 0).to(dev).view((-1,) + (1,) * (values.dim() - 1))
-                loops = torch.where(has, values[lg.last_loop.clamp(min=0).to(dev)], loops)
+                # PyG's assignment (index_put): with several loops at a vertex one value wins and,
+                # in backward, every one of them receives the loop's gradient
+                loops = loops.index_put((lg.loop_vertex.to(dev),), values[lg.loop_edges.to(dev)])
         elif lg.loop_edges.numel():
             loops = loops.index_add(0, lg.loop_vertex.to(dev), values[lg.loop_edges.to(dev)])
     else:

@@ -218,7 +218,8 @@ def typed_square(edge_index: torch.Tensor, edge_type: torch.Tensor, num_src: int
                 raise ValueError(f"{layer}: edge_type must hold integer relation ids, got non-integer values")
         t = t.to(torch.int64).reshape(-1)
         if t.numel() != edge_index.shape[1]:
-            raise ValueError(f"{layer}: edge_type has {t.numel()} entries but edge_index has {edge_index.shape[1]} edges")
+            raise ValueError(f"{layer}: edge_type has {t.numel()} entries but edge_index has "
+                             f"{edge_index.shape[1]} edges")
         if t.numel() and (int(t.min()) < 0 or int(t.max()) >= num_edge_types):
             raise ValueError(f"{layer}: edge_type must be in [0, {num_edge_types}), got values in "
                              f"[{int(t.min())}, {int(t.max())}]")

@@ -38,7 +38,8 @@ def gat_program(negative_slope: float, attention_dropout: bool, has_dst: bool = 
             s = s + e.ea
         return ss.leaky_relu(s, negative_slope)
 
-    name = "gat" + ("" if has_dst else "_nodst") + ("_edge" if has_edge else "") + ("_dropout" if attention_dropout else "")
+    name = "gat" + ("" if has_dst else "_nodst") + ("_edge" if has_edge else "")
+    name += "_dropout" if attention_dropout else ""
     if attention_dropout:
         @vertex_program(name=name)
         def gat(v):

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._aggr import FUSABLE, Aggregation, SimpleAggregation, resolve as resolve_aggr
+from ._aggr import FUSABLE, SimpleAggregation, aggregate, out_channels_of, reset, resolve as resolve_aggr
 from ._inputs import Batch, normalise_call, resolve, split_features
 from ._linear import Linear
 from ._precision import float32_inside
@@ -60,19 +60,19 @@ class SAGEConv(nn.Module):
             raise ValueError(f"'{self.__class__.__name__}' does not support lazy initialization with `project=True`")
         if aggr is None:
             raise ValueError("SAGEConv: aggr must be given (a name, a list of names or a module)")
-        self.aggr_module: Aggregation = resolve_aggr(aggr, pair[0] if pair[0] > 0 else None, **(aggr_kwargs or {}))
+        self.aggr_module: nn.Module = resolve_aggr(aggr, pair[0] if pair[0] > 0 else None, **(aggr_kwargs or {}))
         # PyG keeps the name (or list) and prints it; a module prints as itself
         self.aggr = aggr if isinstance(aggr, (str, list, tuple)) else str(self.aggr_module)
         if project:
             self.lin = Linear(pair[0], pair[0], bias=True)
-        aggr_out = self.aggr_module.out_channels(pair[0]) if pair[0] > 0 else -1
+        aggr_out = out_channels_of(self.aggr_module, pair[0]) if pair[0] > 0 else -1
         self.lin_l = Linear(aggr_out, out_channels, bias=bias, weight_initializer="glorot",
                             bias_initializer="zeros")
         self.lin_r = Linear(pair[1], out_channels, bias=False, weight_initializer="glorot") if root_weight else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        self.aggr_module.reset_parameters()
+        reset(self.aggr_module)
         if self.project:
             self.lin.reset_parameters()
         self.lin_l.reset_parameters()
@@ -96,13 +96,13 @@ class SAGEConv(nn.Module):
                 and self.aggr_module.kind in FUSABLE and not _all_ones(s.values):
             weight = s.values
         agg = self.aggr_module
-        if agg.linear and self.out_channels < self._width(x_src):
+        if getattr(agg, "linear", False) and self.out_channels < self._width(x_src):
             self.lin_l.materialize(self._width(x_src))
-            out = agg(s, linear(x_src, self.lin_l.weight), weight, backend=self.backend)
+            out = aggregate(agg, s, linear(x_src, self.lin_l.weight), weight, backend=self.backend)
             if self.lin_l.bias is not None:
                 out = out + self.lin_l.bias
         else:
-            out = self.lin_l(agg(s, dense(x_src), weight, backend=self.backend))
+            out = self.lin_l(aggregate(agg, s, dense(x_src), weight, backend=self.backend))
         if self.lin_r is not None and x_dst is not None:
             out = out + self.lin_r(x_dst)
         if self.normalize:
