@@ -191,3 +191,12 @@ def test_pickle_round_trip():
         assert torch.equal(h.edge_index, g.edge_index)
         if g.has_edge_types:
             assert torch.equal(h.edge_type, g.edge_type)
+
+
+@pytest.mark.parametrize("model_name", ["gat", "sage_mean", "appnp_step", "out_edges", "rgcn", "reuse_agg"])
+@pytest.mark.parametrize("case", BLOCKS[:3], ids=[c[0] for c in BLOCKS[:3]])
+def test_block_runs_as_generated_cuda(model_name, case, monkeypatch):
+    """The CUDA kernels on a block, run by the host emulator (SEASTAR_CUDA_EMULATE=1): the source-
+    side launches must use Args::NS."""
+    monkeypatch.setenv("SEASTAR_CUDA_EMULATE", "1")
+    test_block_equals_square_restricted(model_name, case, "fused")
