@@ -1,6 +1,8 @@
 """The calling conventions every ``seastar.nn`` layer accepts, reduced to one form.
 
-* Seastar's: ``layer(graph, x, ...)`` with a ``seastar.Graph`` first.
+* Seastar's: ``layer(graph, x, ...)`` with a ``seastar.Graph`` first; on a bipartite graph (a
+  sampled block) one ``x`` of ``num_src`` rows serves both sides, its first ``num_dst`` rows
+  being the destinations, or ``x`` is a pair.
 * PyTorch Geometric's: ``layer(x, edge_index, ...)`` with ``edge_index`` a [2, E] integer tensor,
   a sparse ``adj_t`` (``torch.sparse`` or a ``SparseTensor``), ``x`` a tensor or a
   ``(x_src, x_dst)`` pair for bipartite message passing (``x_dst`` may be None), ``size=
@@ -34,7 +36,12 @@ def normalise_call(layer: str, x, edge_index, **extra) -> Call:
     per-call inputs (``edge_weight=...``), filled from a ``Data`` object's attributes of the
     same name when the caller passed one."""
     if isinstance(x, Graph):  # Seastar's order: (graph, x)
-        return Call(edge_index, x, extra)
+        graph, x = x, edge_index
+        if getattr(graph, "is_bipartite", False) and isinstance(x, torch.Tensor):
+            # one tensor for a sampled block (DGL's convention): its rows are the sources, and
+            # the first num_dst of them are the destinations
+            x = (x, x[:graph.num_dst])
+        return Call(x, graph, extra)
     if is_data_like(x) and edge_index is None:
         data = x
         ei = getattr(data, "adj_t", None)

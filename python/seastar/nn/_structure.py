@@ -9,9 +9,10 @@ coalesced (destination-major) order and its values, when it has any, travel with
 aggregations, edge types for R-GCN, as PyG reads them.
 
 Bipartite graphs (``num_src != num_dst``) are the core's ``Graph.from_edge_index(edge_index,
-num_nodes=(num_src, num_dst))`` when it has them. Until then a bipartite structure is a square
-graph of ``max(num_src, num_dst)`` vertices whose tensors are zero-padded to that many rows
-(``Structure.src`` / ``dst``) and whose outputs are cut to ``num_dst`` rows (``Structure.out``):
+num_nodes=(num_src, num_dst))``. A structure can also be bipartite on a square graph of
+``max(num_src, num_dst)`` vertices (the typed layers' graphs, whose pair and run graphs are
+square, and builds whose core has no bipartite graphs): its tensors are zero-padded to that many
+rows (``Structure.src`` / ``dst``) and its outputs cut to ``num_dst`` rows (``Structure.out``);
 the padded rows have no in-edges and send none, so the first ``num_dst`` rows are exact.
 """
 from __future__ import annotations
@@ -48,6 +49,9 @@ class Structure(NamedTuple):
 
     @property
     def padded(self) -> bool:
+        """A bipartite structure on a square graph (a core without bipartite graphs)."""
+        if getattr(self.graph, "is_bipartite", False):
+            return False
         return self.graph.num_nodes != self.num_src or self.graph.num_nodes != self.num_dst
 
     @property
