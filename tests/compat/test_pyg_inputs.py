@@ -86,3 +86,23 @@ def test_malformed_inputs():
     sage = snn.SAGEConv(5, 3).to(DT)
     with pytest.raises(ValueError, match="expected size"):
         sage(x, ei, size=(NUM_NODES + 1, NUM_NODES))
+
+
+REVERSE = {
+    "gcn": lambda m: m.GCNConv(5, 3),
+    "gat": lambda m: m.GATConv((5, 4), 3, heads=2, edge_dim=2, residual=True),
+    "sage": lambda m: m.SAGEConv(5, 3, aggr=["mean", "softmax"], project=True,
+                                 aggr_kwargs=dict(aggrs_kwargs=[{}, dict(learn=True)])),
+    "gin": lambda m: m.GINConv(torch.nn.Linear(5, 3), train_eps=True),
+    "rgcn": lambda m: m.RGCNConv((5, 4), 3, 4, num_bases=2),
+    "hgt": lambda m: m.HGTConv({"a": 5, "b": 4}, 4, (["a", "b"], [("a", "to", "b"), ("b", "to", "a")]), heads=2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REVERSE))
+def test_state_dicts_load_both_ways(name):
+    ours, theirs = REVERSE[name](snn), REVERSE[name](pnn)
+    theirs.load_state_dict(ours.state_dict())
+    ours.load_state_dict(theirs.state_dict())
+    assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == \
+        {k: tuple(v.shape) for k, v in theirs.state_dict().items()}
