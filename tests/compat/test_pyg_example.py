@@ -16,4 +16,4 @@ def test_pyg_swap_example():
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "largest difference to PyG" in proc.stdout
-    assert proc.stdout.count("epoch ") == 2 and "test accuracy" in proc.stdout
+    assert proc.stdout.count("\nepoch ") == 2 and "test accuracy" in proc.stdout
