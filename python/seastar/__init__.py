@@ -21,7 +21,7 @@ from .graph import Graph
 from .ops import (abs, clamp, dot, elu, exp, leaky_relu, log, max, maximum, mean, min, minimum, pow, relu,
                   rsqrt, sigmoid, softmax, sqrt, sum, tanh)
 from .program import VertexProgram, vertex_program
-from . import datasets, nn, reference
+from . import datasets, loader, nn, progress, reference
 
 __version__ = "0.1.0"
 
