@@ -2,9 +2,11 @@
 # defines the imported targets seastar::torch (C++ API) and seastar::torch_python.
 # TorchConfig.cmake is deliberately not used: for CUDA builds of torch it insists on
 # finding a matching CUDA toolkit, which would break CPU-only machines.
+# torch's folder is taken through realpath: the venv reached through the checkout's .venv link
+# and by its own path then give the same compile commands, and share compiler-cache entries.
 execute_process(
   COMMAND ${Python3_EXECUTABLE} -c
-    "import torch,os;print(os.path.dirname(torch.__file__));print(int(torch._C._GLIBCXX_USE_CXX11_ABI));print(torch.__version__);print(torch.utils.cmake_prefix_path)"
+    "import torch,os;print(os.path.dirname(os.path.realpath(torch.__file__)));print(int(torch._C._GLIBCXX_USE_CXX11_ABI));print(torch.__version__);print(torch.utils.cmake_prefix_path)"
   OUTPUT_VARIABLE _torch_info OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _torch_rc)
 if(NOT _torch_rc EQUAL 0)
   if(SKBUILD)
