@@ -11,8 +11,8 @@ execute_process(
 if(NOT _torch_rc EQUAL 0)
   if(SKBUILD)
     # pip's default build isolation builds in a fresh environment without the user's torch
-    set(_hint " (pip builds in an isolated environment unless told otherwise: install torch, "
-              "scikit-build-core and pybind11 first, then run `pip install --no-build-isolation .`)")
+    string(CONCAT _hint " (pip builds in an isolated environment unless told otherwise: install "
+           "torch, scikit-build-core and pybind11 first, then run `pip install --no-build-isolation .`)")
   endif()
   message(FATAL_ERROR "Seastar needs the torch Python package: `${Python3_EXECUTABLE} -c 'import torch'` failed${_hint}")
 endif()
