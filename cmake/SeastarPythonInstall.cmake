@@ -7,6 +7,13 @@
 # Installed beside torch in site-packages, the extension finds torch's libraries (and the CUDA
 # runtime of torch's NVIDIA packages) through an RPATH relative to itself; `import torch`, which
 # seastar/__init__.py does first, has usually loaded them already.
+#
+# Only wheel builds (SKBUILD) define these rules by default: a plain `cmake --install` is the C++
+# library's, and the development extension beside the checkout's sources is not an installable one.
+option(SEASTAR_INSTALL_PYTHON_PACKAGE "Install the Python package (component python)" ${SKBUILD})
+if(NOT SEASTAR_INSTALL_PYTHON_PACKAGE)
+  return()
+endif()
 set(_pkg_src ${PROJECT_SOURCE_DIR}/python/seastar)
 
 install(DIRECTORY ${_pkg_src}/ DESTINATION seastar COMPONENT python
