@@ -92,7 +92,7 @@ def main() -> None:
     lib_var = compile_so(os.path.join(HERE, "kernel_variants.cpp"), os.path.join(work, "variants.so"),
                          [f"-DFW={F}", f"-DHEADS={H}"])
 
-    sizes = (ctypes.c_int64 * 2)(N, E)
+    sizes = (ctypes.c_int64 * 3)(N, E, N)  # destinations, edges, sources
 
     def ptrs(ts):
         return (ctypes.c_void_p * len(ts))(*[x.data_ptr() for x in ts])

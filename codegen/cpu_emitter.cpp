@@ -39,9 +39,14 @@ class CpuEmitter : public EmitterBase {
         << "#include <cmath>\n#include <cstdint>\n#include <algorithm>\n#include <numeric>\n#include <vector>\n\n"
         << "typedef " << o_.float_type << " T;\ntypedef " << o_.index_type << " I;\n\n";
     for (size_t k = 0; k < p_.kernels.size(); ++k) out << kernel(static_cast<int>(k), p_.kernels[k]);
+    // sizes = {num_dst, E, num_src}: each kernel gets the count of the vertex set it iterates
+    // (the two are equal on a square graph, whose source says N throughout)
     out << "extern \"C\" void seastar_entry(const int64_t* sizes, void* const* G, void* const* B) {\n"
         << "  const int64_t N = sizes[0], E = sizes[1];\n  (void)N; (void)E;\n";
-    for (size_t k = 0; k < p_.kernels.size(); ++k) out << "  kernel_" << k << "(N, E, G, B);\n";
+    if (p_.bipartite) out << "  const int64_t NS = sizes[2];\n  (void)NS;\n";
+    for (size_t k = 0; k < p_.kernels.size(); ++k)
+      out << "  kernel_" << k << "(" << (p_.bipartite && p_.kernels[k].side == Group::Src ? "NS" : "N")
+          << ", E, G, B);\n";
     out << "}\n";
     return out.str();
   }

@@ -42,7 +42,7 @@ class CudaEmitter : public EmitterBase {
         << "// CUDA, compiled by NVRTC; launched as described by the host (codegen/cuda_emitter.h).\n"
         << "#include \"seastar_device.cuh\"\n\n"
         << "typedef " << o_.float_type << " T;\ntypedef " << o_.index_type << " I;\n\n"
-        << "struct Args {\n  int64_t N, E;\n  void* G[12];\n  void* B[" << std::max(prog.num_buffers, 1) << "];\n"
+        << "struct Args {\n  int64_t N, E, NS;\n  void* G[12];\n  void* B[" << std::max(prog.num_buffers, 1) << "];\n"
         << "  unsigned long long* counters;\n  void* scratch;\n};\n\n"
         << kernels.str();
     prog.source = out.str();
@@ -154,7 +154,8 @@ class CudaEmitter : public EmitterBase {
         << "extern \"C\" __global__ void __launch_bounds__(" << m.block_threads << ") " << name << "(const Args args) {\n"
         << "  constexpr int GT = " << m.group_threads << ";\n"
         << "  const sx::Group<GT> grp;\n  const int lane = grp.lane;\n  (void)lane;\n"
-        << "  const int64_t N = args.N, E = args.E;\n  (void)N; (void)E;\n";
+        << "  const int64_t N = " << count_of(k) << ", E = args.E;\n  (void)N; (void)E;\n";
+    launch.src_side = source_side(k);
     if (smem_elems_ > 0) {
       launch.shared_bytes = smem_elems_ * m.groups_per_block * prog.float_bytes;
       out << "  SX_DYNAMIC_SHARED(sx_smem_raw);\n"
@@ -224,14 +225,15 @@ class CudaEmitter : public EmitterBase {
     }
     out << "}\n\n";
     prog.launches.push_back(launch);
-    if (rows) out << reduce_kernel(name + "_rows", t, rows_scratch, rows_chunks, prog);
+    if (rows) out << reduce_kernel(name + "_rows", t, rows_scratch, rows_chunks, prog, k);
     return out.str();
   }
 
   /// The second half of a parameter gradient: sums the blocks' partial sums in block order.
   std::string reduce_kernel(const std::string& name, const Traversal& t, int64_t scratch, int64_t max_chunks,
-                            CudaProgram& prog) {
+                            CudaProgram& prog, const Kernel& k) {
     CudaLaunch l;
+    l.src_side = source_side(k);
     l.name = name;
     l.what = "sum of parameter-gradient partial sums";
     l.items = CudaLaunch::Items::Fixed;
@@ -242,7 +244,7 @@ class CudaEmitter : public EmitterBase {
     std::ostringstream out;
     out << "// the partial sums of the kernel above, per element, summed over blocks in block order\n"
         << "extern \"C\" __global__ void __launch_bounds__(" << kReduceBlock << ") " << name << "(const Args args) {\n"
-        << "  const int64_t N = args.N;\n"
+        << "  const int64_t N = " << count_of(k) << ";\n"
         << "  const int64_t NB = sx::max<int64_t>(1, sx::min<int64_t>(N, " << max_chunks << "));\n"
         << "  const T* part = (const T*)args.scratch + " << scratch << ";\n"
         << "  for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < " << t.partial_elems
@@ -258,6 +260,13 @@ class CudaEmitter : public EmitterBase {
     prog.launches.push_back(l);
     return out.str();
   }
+
+  /// Whether kernel k iterates the sources of a bipartite graph (Args::NS, not Args::N).
+  bool source_side(const Kernel& k) const {
+    return p_.bipartite && k.side == Group::Src &&
+           (k.kind == Kernel::Kind::Traverse || k.kind == Kernel::Kind::VertexMap);
+  }
+  std::string count_of(const Kernel& k) const { return source_side(k) ? "args.NS" : "args.N"; }
 
   bool probe_ = false;
   int64_t width_ = 1, heads_ = 1;

@@ -1,7 +1,8 @@
 /** \file
  * The CUDA emitter: a FusedPlan -> one CUDA translation unit (compiled by NVRTC) plus the
  * host-side description of its launches, in order. Every kernel takes one argument,
- *   struct Args { int64_t N, E; void* G[12]; void* B[num_buffers]; unsigned long long* counters; }
+ *   struct Args { int64_t N, E, NS; void* G[12]; void* B[num_buffers]; unsigned long long* counters; }
+ * N = destinations, NS = sources (equal on a square graph), E = edges;
  * with G and B as in the C++ emitter (cpu_emitter.h) but device pointers, and `counters` one
  * zeroed work counter per traversal kernel (dynamic assignment over the degree order).
  *
@@ -33,10 +34,12 @@ struct CudaLaunch {
   int64_t count = 0;             ///< Chunks: the most blocks; Fixed: the items
   kernels::ThreadMapping mapping;
   int counter = -1;              ///< its work counter (dynamic assignment), else -1
+  bool src_side = false;         ///< iterates the sources of a bipartite graph (NS, not N)
   int64_t shared_bytes = 0;      ///< dynamic shared memory per block
 
-  /// Items for a graph of N vertices and E edges.
-  int64_t num_items(int64_t N, int64_t E) const {
+  /// Items for a graph of N destinations, NS sources and E edges.
+  int64_t num_items(int64_t N, int64_t E, int64_t NS) const {
+    if (src_side) N = NS;
     switch (items) {
       case Items::Vertices: return N;
       case Items::Edges: return E;

@@ -123,10 +123,19 @@ Deps reduction_deps(const Module& m, int id, Group group) {
 
 }  // namespace
 
-FusedPlan plan(const Module& input) {
+FusedPlan plan(const Module& input, bool bipartite) {
   FusedPlan p;
   p.module = passes::simplify(lower_softmax(input));
+  p.bipartite = bipartite;
   const Module& m = p.module;
+  const std::vector<Group> sides = passes::vertex_sides(m, bipartite);
+  // a reduction over every row of a Vertex value runs in a traversal of that value's vertex set
+  // (on a bipartite graph the two sets differ); one over edges or a square graph's vertices
+  // joins any traversal
+  auto rows_group = [&](const Value& v) {
+    const Value& x = m.at(v.inputs[0]);
+    return bipartite && x.space == Space::Vertex ? sides[x.id] : Group::None;
+  };
 
   // fuse: kernels are formed one group at a time. A reduction joins the kernel being formed
   // when every reduction it reads through a *far* endpoint (the neighbour) is complete in an
@@ -147,13 +156,14 @@ FusedPlan plan(const Module& input) {
   while (!pending.empty()) {
     bool progress = false;
     for (Group g : {Group::Dst, Group::Src}) {
-      Kernel k{Kernel::Kind::Traverse, g, {}, {}};
+      Kernel k{Kernel::Kind::Traverse, g, {}, {}, g};
       std::set<int> in_kernel;
       for (int pass = 0;; ++pass) {
         std::vector<int> added;
         for (int a : pending) {
           const Value& av = m.at(a);
           if (in_kernel.count(a) || (!is_row_reduction(av) && av.group != g)) continue;
+          if (is_row_reduction(av) && rows_group(av) != Group::None && rows_group(av) != g) continue;
           const Deps& d = deps_of(a, g);
           bool ok = std::all_of(d.far.begin(), d.far.end(), [&](int x) { return done.count(x) > 0; }) &&
                     std::all_of(d.centre.begin(), d.centre.end(),
@@ -181,36 +191,42 @@ FusedPlan plan(const Module& input) {
 
   // outputs that are not reduction results are computed by a final per-vertex / per-edge /
   // parameter map
-  Kernel vmap{Kernel::Kind::VertexMap, Group::None, {}}, emap{Kernel::Kind::EdgeMap, Group::None, {}},
-      pmap{Kernel::Kind::ParamMap, Group::None, {}};
+  Kernel vmap{Kernel::Kind::VertexMap, Group::None, {}, {}, Group::Dst},
+      vmap_src{Kernel::Kind::VertexMap, Group::None, {}, {}, Group::Src},
+      emap{Kernel::Kind::EdgeMap, Group::None, {}}, pmap{Kernel::Kind::ParamMap, Group::None, {}};
   for (int o : m.outputs) {
     const Value& v = m.at(o);
     if (is_reduction(v)) continue;
-    (v.space == Space::Edge ? emap : v.space == Space::Vertex ? vmap : pmap).values.push_back(o);
+    Kernel& vm = sides[o] == Group::Src ? vmap_src : vmap;
+    (v.space == Space::Edge ? emap : v.space == Space::Vertex ? vm : pmap).values.push_back(o);
   }
-  for (Kernel* k : {&vmap, &emap, &pmap})
+  for (Kernel* k : {&vmap, &vmap_src, &emap, &pmap})
     if (!k->values.empty()) p.kernels.push_back(*k);
 
   // plan_materialization: leaves that are bound tensors, aggregation results, outputs
+  auto side_of = [&](const Value& v) { return v.space == Space::Vertex ? sides[v.id] : Group::Dst; };
   std::set<int> has_buffer;
   auto add_buffer = [&](Buffer b) {
     if (has_buffer.insert(b.value).second) p.buffers.push_back(std::move(b));
   };
   for (const Value& v : m.values) {
     if (v.op == Op::input_vertex || v.op == Op::input_edge || v.op == Op::param)
-      add_buffer({Buffer::Role::Input, v.id, v.name, -1, v.space, numel(v.shape), false});
+      add_buffer({Buffer::Role::Input, v.id, v.name, -1, v.space, numel(v.shape), false, side_of(v)});
     if (v.op == Op::grad_output)
-      add_buffer({Buffer::Role::GradOutput, v.id, "", static_cast<int>(v.p0), v.space, numel(v.shape), false});
+      add_buffer(
+          {Buffer::Role::GradOutput, v.id, "", static_cast<int>(v.p0), v.space, numel(v.shape), false, side_of(v)});
   }
   for (size_t i = 0; i < m.outputs.size(); ++i) {
     const Value& v = m.at(m.outputs[i]);
     // an output that is also an input, or is returned twice, still gets a tensor of its own
-    p.buffers.push_back({Buffer::Role::Output, v.id, "", static_cast<int>(i), v.space, numel(v.shape), false});
+    p.buffers.push_back(
+        {Buffer::Role::Output, v.id, "", static_cast<int>(i), v.space, numel(v.shape), false, side_of(v)});
     has_buffer.insert(v.id);
   }
   for (const Value& v : m.values)
     if (is_reduction(v))
-      add_buffer({Buffer::Role::Intermediate, v.id, "", -1, v.space, numel(v.shape), v.dtype == DType::Int});
+      add_buffer({Buffer::Role::Intermediate, v.id, "", -1, v.space, numel(v.shape), v.dtype == DType::Int,
+                  side_of(v)});
   return p;
 }
 

@@ -35,6 +35,9 @@ struct Kernel {
   ir::Group group = ir::Group::None;  ///< Traverse: the centre endpoint
   std::vector<int> values;            ///< aggregations (Traverse) or outputs (maps) it stores
   std::vector<int> pass;              ///< Traverse: the pass over the centre's edges of each value
+  /// The vertex set a Traverse or VertexMap kernel iterates: destinations (num_dst rows) or
+  /// sources (num_src rows); the same set on a square graph.
+  ir::Group side = ir::Group::Dst;
 };
 
 /// A buffer the launcher passes to the kernels.
@@ -46,14 +49,17 @@ struct Buffer {
   ir::Space rows;        ///< Vertex: N rows, Edge: E rows, Param: one
   int64_t numel = 1;     ///< feature elements per row
   bool is_int = false;   ///< int64 (argmax, ids) instead of the float type
+  ir::Group side = ir::Group::Dst;  ///< Vertex rows: destinations (num_dst) or sources (num_src)
 };
 
 struct FusedPlan {
   ir::Module module;  ///< after lower_softmax and simplify
+  bool bipartite = false;  ///< kernels of source-side vertices iterate num_src, not num_dst
   std::vector<Kernel> kernels;
   std::vector<Buffer> buffers;
 };
 
-FusedPlan plan(const ir::Module& m);
+/// `bipartite`: the module was lowered for bipartite graphs (passes::split_sides ran).
+FusedPlan plan(const ir::Module& m, bool bipartite = false);
 
 }  // namespace seastar::codegen

@@ -44,20 +44,21 @@ std::string emulated_cuda_source(const codegen::CudaProgram& program) {
   out << body_of(program.source.c_str());
   out << "extern \"C\" void seastar_entry(const int64_t* sizes, void* const* G, void* const* B) {\n"
       << "  Args a;\n  std::memset(&a, 0, sizeof a);\n"
-      << "  a.N = sizes[0];\n  a.E = sizes[1];\n"
+      << "  a.N = sizes[0];\n  a.E = sizes[1];\n  a.NS = sizes[2];\n"
       << "  for (int i = 0; i < 12; ++i) a.G[i] = G[i];\n"
       << "  for (int b = 0; b < " << program.num_buffers << "; ++b) a.B[b] = B[b];\n"
       << "  std::vector<unsigned long long> counters(" << std::max(program.num_counters, 1) << ", 0);\n"
       << "  std::vector<T> scratch(" << std::max<int64_t>(program.scratch_elems, 1) << ", T(0));\n"
       << "  a.counters = counters.data();\n  a.scratch = scratch.data();\n"
-      << "  const int64_t N = a.N, E = a.E;\n  (void)N; (void)E;\n";
+      << "  const int64_t N = a.N, E = a.E, NS = a.NS;\n  (void)N; (void)E; (void)NS;\n";
   for (const codegen::CudaLaunch& l : program.launches) {
     std::string items;
+    const std::string n = l.src_side ? "NS" : "N";
     switch (l.items) {
-      case codegen::CudaLaunch::Items::Vertices: items = "N"; break;
+      case codegen::CudaLaunch::Items::Vertices: items = n; break;
       case codegen::CudaLaunch::Items::Edges: items = "E"; break;
       case codegen::CudaLaunch::Items::Chunks:
-        items = "std::max<int64_t>(1, std::min<int64_t>(N, " + std::to_string(l.count) + "))";
+        items = "std::max<int64_t>(1, std::min<int64_t>(" + n + ", " + std::to_string(l.count) + "))";
         break;
       case codegen::CudaLaunch::Items::Fixed: items = std::to_string(l.count); break;
     }

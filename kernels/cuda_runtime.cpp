@@ -97,7 +97,7 @@ std::shared_ptr<LoadedModule> load(CudaDriver& d, const codegen::CudaProgram& pr
 }  // namespace
 
 void launch_cuda(const codegen::CudaProgram& program, const std::string& name, int device, int64_t N, int64_t E,
-                 void* const* graph, void* const* buffers) {
+                 int64_t NS, void* const* graph, void* const* buffers) {
   CudaDriver& d = cuda_driver();
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   std::shared_ptr<LoadedModule> mod;
@@ -124,12 +124,13 @@ void launch_cuda(const codegen::CudaProgram& program, const std::string& name, i
                            torch::dtype(program.float_bytes == 8 ? torch::kDouble : torch::kFloat).device(dev));
   CUstream stream = reinterpret_cast<CUstream>(stream_obj.stream());
 
-  // struct Args { int64_t N, E; void* G[12]; void* B[num_buffers]; unsigned long long* counters;
+  // struct Args { int64_t N, E, NS; void* G[12]; void* B[num_buffers]; unsigned long long* counters;
   //               void* scratch; }: every field 8 bytes, so no padding
   std::vector<uint64_t> args;
   args.reserve(16 + program.num_buffers);
   args.push_back(static_cast<uint64_t>(N));
   args.push_back(static_cast<uint64_t>(E));
+  args.push_back(static_cast<uint64_t>(NS));
   for (int i = 0; i < 12; ++i) args.push_back(reinterpret_cast<uint64_t>(graph[i]));
   for (int b = 0; b < program.num_buffers; ++b) args.push_back(reinterpret_cast<uint64_t>(buffers[b]));
   if (program.num_buffers == 0) args.push_back(0);
@@ -139,7 +140,7 @@ void launch_cuda(const codegen::CudaProgram& program, const std::string& name, i
 
   for (size_t k = 0; k < program.launches.size(); ++k) {
     const codegen::CudaLaunch& l = program.launches[k];
-    const int64_t items = l.num_items(N, E);
+    const int64_t items = l.num_items(N, E, NS);
     if (items <= 0) continue;  // e.g. a traversal of a graph without vertices
     const int64_t grid = grid_size(l.mapping, items, mod->max_blocks[k]);
     cuda_check(d.LaunchKernel(mod->functions[k], static_cast<unsigned>(grid), 1, 1,

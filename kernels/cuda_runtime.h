@@ -16,8 +16,9 @@
 namespace seastar::kernels {
 
 /// `graph`: the 12 device index arrays of cpu_emitter.h's G (null where absent); `buffers`:
-/// program.num_buffers device pointers in FusedPlan::buffers order. Asynchronous on the stream.
+/// program.num_buffers device pointers in FusedPlan::buffers order. N destinations, NS sources
+/// (N on a square graph), E edges. Asynchronous on the stream.
 void launch_cuda(const codegen::CudaProgram& program, const std::string& name, int device, int64_t N, int64_t E,
-                 void* const* graph, void* const* buffers);
+                 int64_t NS, void* const* graph, void* const* buffers);
 
 }  // namespace seastar::kernels

@@ -30,10 +30,10 @@ FusedProgram::FusedProgram(LoweredProgram lowered) : lowered_(std::move(lowered)
   unsupported_ = codegen::unsupported_reason(lowered_.forward);
   if (unsupported_.empty() && !lowered_.wrt.empty()) unsupported_ = codegen::unsupported_reason(lowered_.backward);
   if (!unsupported_.empty()) return;
-  fwd_.plan = codegen::plan(lowered_.forward);
+  fwd_.plan = codegen::plan(lowered_.forward, lowered_.bipartite);
   dump_stage(lowered_.name, "4-fused-forward.gir", plan_text(fwd_.plan));
   if (!lowered_.wrt.empty()) {
-    bwd_.plan = codegen::plan(lowered_.backward);
+    bwd_.plan = codegen::plan(lowered_.backward, lowered_.bipartite);
     dump_stage(lowered_.name, "5-fused-backward.gir", plan_text(bwd_.plan));
   }
 }
@@ -91,8 +91,12 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
                                                 const std::vector<torch::Tensor>& grad_outputs) {
   if (!unsupported_.empty()) SEASTAR_THROW(NotImplementedError, unsupported_);
   const codegen::FusedPlan& plan = side.plan;
-  const int64_t N = g.num_nodes(), E = g.num_edges();
   const std::string& prog = lowered_.name;
+  if (g.is_bipartite() != lowered_.bipartite)
+    SEASTAR_THROW(ValueError, prog, ": lowered for a ", lowered_.bipartite ? "bipartite" : "square",
+                  " graph but called with a ", g.is_bipartite() ? "bipartite" : "square", " one");
+  // destinations, edges, sources: the vertex sets of a bipartite graph (equal when square)
+  const int64_t N = g.num_dst(), E = g.num_edges(), NS = g.num_src();
 
   // dtype and device: every bound float tensor agrees
   torch::ScalarType dtype = torch::kFloat;
@@ -128,10 +132,13 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     const codegen::Buffer& buf = plan.buffers[b];
     const ir::Value& v = plan.module.at(buf.value);
-    const int64_t rows = buf.rows == ir::Space::Vertex ? N : (buf.rows == ir::Space::Edge ? E : 1);
-    std::vector<int64_t> full;
-    if (buf.rows != ir::Space::Param) full.push_back(rows);
-    full.insert(full.end(), v.shape.begin(), v.shape.end());
+    const int64_t vertex_rows = buf.side == ir::Group::Src ? NS : N;
+    const int64_t rows = buf.rows == ir::Space::Vertex ? vertex_rows : (buf.rows == ir::Space::Edge ? E : 1);
+    // sized up front: growing it with insert() makes GCC 12 report a false -Wstringop-overflow
+    const size_t lead = buf.rows != ir::Space::Param ? 1 : 0;
+    std::vector<int64_t> full(lead + v.shape.size());
+    if (lead) full[0] = rows;
+    std::copy(v.shape.begin(), v.shape.end(), full.begin() + lead);
     torch::Tensor t;
     if (buf.role == codegen::Buffer::Role::Input || buf.role == codegen::Buffer::Role::GradOutput) {
       if (buf.role == codegen::Buffer::Role::Input) {
@@ -149,7 +156,10 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
           t = t.reshape(full);
         } else {
           SEASTAR_THROW(ValueError, prog, ": '", buf.name.empty() ? "grad_output" : buf.name, "' has shape ",
-                        t.sizes(), " but the program (and the graph: N=", N, ", E=", E, ") needs ",
+                        t.sizes(), " but the program (and the graph: ",
+                        g.is_bipartite() ? "num_src=" + std::to_string(NS) + ", num_dst=" + std::to_string(N)
+                                         : "N=" + std::to_string(N),
+                        ", E=", E, ") needs ",
                         c10::IntArrayRef(full));
         }
       }
@@ -169,7 +179,7 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
   if (device.is_cuda()) {
 #ifdef SEASTAR_WITH_CUDA
     const codegen::CudaProgram& cuda = cuda_program(direction, dtype, dg.index_dtype);
-    kernels::launch_cuda(cuda, prog + "_" + direction + "_" + variant_name(dtype, dg.index_dtype), device.index(), N, E,
+    kernels::launch_cuda(cuda, prog + "_" + direction + "_" + variant_name(dtype, dg.index_dtype), device.index(), N, E, NS,
                          graph_arrays, buffers.data());
 #endif
     return outputs;
@@ -189,7 +199,7 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
     }
     kernel = it->second;
   }
-  const int64_t sizes[2] = {N, E};
+  const int64_t sizes[3] = {N, E, NS};
   kernel.entry(sizes, graph_arrays, buffers.data());
   return outputs;
 }

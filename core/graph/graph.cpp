@@ -41,6 +41,13 @@ std::vector<int64_t> counting_sort(const std::vector<int64_t>& in, const std::ve
   return out;
 }
 
+void set_degree_order(Adjacency& adj, int64_t num_nodes) {
+  adj.degree_order.resize(num_nodes);
+  std::iota(adj.degree_order.begin(), adj.degree_order.end(), 0);
+  std::stable_sort(adj.degree_order.begin(), adj.degree_order.end(),
+                   [&](int64_t a, int64_t b) { return adj.degree(a) > adj.degree(b); });
+}
+
 void fill_adjacency(Adjacency& adj, const std::vector<int64_t>& centre, const std::vector<int64_t>& other,
                     const std::vector<int64_t>* edge_type, int64_t num_types, int64_t num_nodes) {
   std::vector<int64_t> order(centre.size());
@@ -51,10 +58,7 @@ void fill_adjacency(Adjacency& adj, const std::vector<int64_t>& centre, const st
   adj.eid = counting_sort(order, centre, num_nodes, &adj.ptr);
   adj.nbr.resize(adj.eid.size());
   for (size_t j = 0; j < adj.eid.size(); ++j) adj.nbr[j] = other[adj.eid[j]];
-  adj.degree_order.resize(num_nodes);
-  std::iota(adj.degree_order.begin(), adj.degree_order.end(), 0);
-  std::stable_sort(adj.degree_order.begin(), adj.degree_order.end(),
-                   [&](int64_t a, int64_t b) { return adj.degree(a) > adj.degree(b); });
+  set_degree_order(adj, num_nodes);
 }
 
 }  // namespace
@@ -62,14 +66,29 @@ void fill_adjacency(Adjacency& adj, const std::vector<int64_t>& centre, const st
 std::shared_ptr<const GraphData> GraphData::from_coo(std::vector<int64_t> src, std::vector<int64_t> dst,
                                                      int64_t num_nodes, GraphTypes types) {
   if (num_nodes < 0) SEASTAR_THROW(ValueError, "num_nodes must be >= 0, got ", num_nodes);
+  return build(std::move(src), std::move(dst), num_nodes, num_nodes, false, std::move(types));
+}
+
+std::shared_ptr<const GraphData> GraphData::from_coo_bipartite(std::vector<int64_t> src, std::vector<int64_t> dst,
+                                                               int64_t num_src, int64_t num_dst, GraphTypes types) {
+  if (num_src < 0 || num_dst < 0)
+    SEASTAR_THROW(ValueError, "num_nodes = (num_src, num_dst) must be >= 0, got (", num_src, ", ", num_dst, ")");
+  if (!types.node_type.empty() || types.num_node_types > 0)
+    SEASTAR_THROW(NotImplementedError, "node types on a bipartite graph are not supported (edge types are)");
+  types.num_node_types = 0;
+  return build(std::move(src), std::move(dst), num_src, num_dst, true, std::move(types));
+}
+
+std::shared_ptr<const GraphData> GraphData::build(std::vector<int64_t> src, std::vector<int64_t> dst, int64_t num_src,
+                                                  int64_t num_dst, bool bipartite, GraphTypes types) {
   if (src.size() != dst.size())
     SEASTAR_THROW(ValueError, "source and destination lists differ in length: ", src.size(), " vs ", dst.size());
-  check_ids(src, num_nodes, "src", "num_nodes");
-  check_ids(dst, num_nodes, "dst", "num_nodes");
+  check_ids(src, num_src, "src", bipartite ? "num_src" : "num_nodes");
+  check_ids(dst, num_dst, "dst", bipartite ? "num_dst" : "num_nodes");
   types.num_node_types = resolve_count(types.num_node_types, types.node_type, "num_node_types");
   types.num_edge_types = resolve_count(types.num_edge_types, types.edge_type, "num_edge_types");
-  if (types.num_node_types > 0 && static_cast<int64_t>(types.node_type.size()) != num_nodes)
-    SEASTAR_THROW(ValueError, "node_type has ", types.node_type.size(), " entries but the graph has ", num_nodes,
+  if (types.num_node_types > 0 && static_cast<int64_t>(types.node_type.size()) != num_dst)
+    SEASTAR_THROW(ValueError, "node_type has ", types.node_type.size(), " entries but the graph has ", num_dst,
                   " nodes");
   if (types.num_edge_types > 0 && types.edge_type.size() != src.size())
     SEASTAR_THROW(ValueError, "edge_type has ", types.edge_type.size(), " entries but the graph has ", src.size(),
@@ -78,7 +97,9 @@ std::shared_ptr<const GraphData> GraphData::from_coo(std::vector<int64_t> src, s
   check_ids(types.edge_type, types.num_edge_types, "edge_type", "num_edge_types");
 
   std::shared_ptr<GraphData> g(new GraphData());
-  g->num_nodes_ = num_nodes;
+  g->num_src_ = num_src;
+  g->num_dst_ = num_dst;
+  g->bipartite_ = bipartite;
   g->src_ = std::move(src);
   g->dst_ = std::move(dst);
   g->types_ = std::move(types);
@@ -87,26 +108,72 @@ std::shared_ptr<const GraphData> GraphData::from_coo(std::vector<int64_t> src, s
   return g;
 }
 
+std::shared_ptr<const GraphData> GraphData::from_csc_bipartite(std::vector<int64_t> ptr, std::vector<int64_t> src,
+                                                               int64_t num_src, GraphTypes types) {
+  if (ptr.empty() || ptr.front() != 0 || ptr.back() != static_cast<int64_t>(src.size()))
+    SEASTAR_THROW(ValueError, "an in-edge index needs ptr[0] = 0 and ptr[num_dst] = the number of edges");
+  const int64_t num_dst = static_cast<int64_t>(ptr.size()) - 1;
+  std::vector<int64_t> dst(src.size());
+  for (int64_t v = 0; v < num_dst; ++v) {
+    if (ptr[v + 1] < ptr[v]) SEASTAR_THROW(ValueError, "ptr decreases at destination ", v);
+    std::fill(dst.begin() + ptr[v], dst.begin() + ptr[v + 1], v);
+  }
+  check_ids(src, num_src, "src", "num_src");
+  types.num_node_types = 0;
+  types.num_edge_types = resolve_count(types.num_edge_types, types.edge_type, "num_edge_types");
+  if (types.num_edge_types > 0 && types.edge_type.size() != src.size())
+    SEASTAR_THROW(ValueError, "edge_type has ", types.edge_type.size(), " entries but the graph has ", src.size(),
+                  " edges");
+  check_ids(types.edge_type, types.num_edge_types, "edge_type", "num_edge_types");
+
+  std::shared_ptr<GraphData> g(new GraphData());
+  g->num_src_ = num_src;
+  g->num_dst_ = num_dst;
+  g->bipartite_ = true;
+  g->types_ = std::move(types);
+  g->uid_ = next_uid++;
+  g->in_.ptr = std::move(ptr);
+  g->in_.nbr = src;
+  g->in_.eid.resize(src.size());
+  std::iota(g->in_.eid.begin(), g->in_.eid.end(), int64_t(0));
+  set_degree_order(g->in_, num_dst);
+  const std::vector<int64_t>* et = g->has_edge_types() ? &g->types_.edge_type : nullptr;
+  fill_adjacency(g->out_, src, dst, et, g->types_.num_edge_types, num_src);
+  g->src_ = std::move(src);
+  g->dst_ = std::move(dst);
+  return g;
+}
+
+int64_t GraphData::num_nodes() const {
+  if (bipartite_)
+    SEASTAR_THROW(ValueError, "a bipartite graph (num_src=", num_src_, ", num_dst=", num_dst_,
+                  ") has no single vertex count: use num_src or num_dst");
+  return num_dst_;
+}
+
 void GraphData::build_indices() {
   const std::vector<int64_t>* et = has_edge_types() ? &types_.edge_type : nullptr;
-  fill_adjacency(in_, dst_, src_, et, types_.num_edge_types, num_nodes_);
-  fill_adjacency(out_, src_, dst_, et, types_.num_edge_types, num_nodes_);
+  fill_adjacency(in_, dst_, src_, et, types_.num_edge_types, num_dst_);
+  fill_adjacency(out_, src_, dst_, et, types_.num_edge_types, num_src_);
 }
 
 bool GraphData::fits_int32() const {
   constexpr int64_t lim = std::numeric_limits<int32_t>::max();
-  return num_nodes_ < lim && num_edges() < lim;
+  return num_src_ < lim && num_dst_ < lim && num_edges() < lim;
 }
 
 std::shared_ptr<const GraphData> GraphData::add_self_loops(int64_t loop_type) const {
   std::vector<int64_t> s = src_, d = dst_;
   GraphTypes t = types_;
-  for (int64_t v = 0; v < num_nodes_; ++v) {
+  if (bipartite_ && num_dst_ > num_src_)
+    SEASTAR_THROW(ValueError, "self loops on a bipartite graph need every destination to be a source (num_dst=",
+                  num_dst_, " <= num_src=", num_src_, ")");
+  for (int64_t v = 0; v < num_dst_; ++v) {
     s.push_back(v);
     d.push_back(v);
   }
-  if (has_edge_types()) t.edge_type.insert(t.edge_type.end(), num_nodes_, loop_type);
-  return from_coo(std::move(s), std::move(d), num_nodes_, std::move(t));
+  if (has_edge_types()) t.edge_type.insert(t.edge_type.end(), num_dst_, loop_type);
+  return build(std::move(s), std::move(d), num_src_, num_dst_, bipartite_, std::move(t));
 }
 
 std::shared_ptr<const GraphData> GraphData::remove_self_loops(std::vector<int64_t>* kept) const {
@@ -121,7 +188,7 @@ std::shared_ptr<const GraphData> GraphData::remove_self_loops(std::vector<int64_
     if (has_edge_types()) t.edge_type.push_back(types_.edge_type[e]);
   }
   if (kept) *kept = ids;
-  return from_coo(std::move(s), std::move(d), num_nodes_, std::move(t));
+  return build(std::move(s), std::move(d), num_src_, num_dst_, bipartite_, std::move(t));
 }
 
 }  // namespace seastar

@@ -42,8 +42,26 @@ class GraphData {
   /// zero edges are legal. num_node_types / num_edge_types of -1 mean 1 + the largest type.
   static std::shared_ptr<const GraphData> from_coo(std::vector<int64_t> src, std::vector<int64_t> dst,
                                                    int64_t num_nodes, GraphTypes types = {});
+  /// A bipartite graph: sources are 0 .. num_src-1, destinations 0 .. num_dst-1, two vertex
+  /// sets. The in-edge index has num_dst centres and the out-edge index num_src. When a value
+  /// is read both at sources and at destinations (a sampled block), destination i is source i,
+  /// which needs num_dst <= num_src. Node types are not supported on bipartite graphs.
+  static std::shared_ptr<const GraphData> from_coo_bipartite(std::vector<int64_t> src, std::vector<int64_t> dst,
+                                                             int64_t num_src, int64_t num_dst, GraphTypes types = {});
 
-  int64_t num_nodes() const { return num_nodes_; }
+  /// A bipartite graph straight from its in-edge index (what the neighbour sampler makes, already
+  /// destination-major): destination v's edges are slots ptr[v] .. ptr[v+1]-1 with sources
+  /// `src`; the edge ids are the slots. Only the out-edge index is sorted. `edge_type` per slot
+  /// must already be sorted within each destination, as a sampled typed graph's is.
+  static std::shared_ptr<const GraphData> from_csc_bipartite(std::vector<int64_t> ptr, std::vector<int64_t> src,
+                                                             int64_t num_src, GraphTypes types = {});
+
+  /// The vertex count of a square graph; a bipartite graph has two (num_src, num_dst) and
+  /// raises here, so code written for square graphs cannot silently use the wrong one.
+  int64_t num_nodes() const;
+  int64_t num_src() const { return num_src_; }
+  int64_t num_dst() const { return num_dst_; }
+  bool is_bipartite() const { return bipartite_; }
   int64_t num_edges() const { return static_cast<int64_t>(src_.size()); }
   const std::vector<int64_t>& src() const { return src_; }
   const std::vector<int64_t>& dst() const { return dst_; }
@@ -59,7 +77,7 @@ class GraphData {
   uint64_t uid() const { return uid_; }
 
   /// A new graph with a self loop added to every vertex (edge ids E .. E+N-1, type
-  /// `loop_type` when the graph has edge types).
+  /// `loop_type` when the graph has edge types). Bipartite: one loop per destination.
   std::shared_ptr<const GraphData> add_self_loops(int64_t loop_type = 0) const;
   /// A new graph without self loops; `kept` receives the original ids of the kept edges so
   /// the caller can select the matching rows of edge features.
@@ -68,8 +86,11 @@ class GraphData {
  private:
   GraphData() = default;
   void build_indices();
+  static std::shared_ptr<const GraphData> build(std::vector<int64_t> src, std::vector<int64_t> dst, int64_t num_src,
+                                                int64_t num_dst, bool bipartite, GraphTypes types);
 
-  int64_t num_nodes_ = 0;
+  int64_t num_src_ = 0, num_dst_ = 0;
+  bool bipartite_ = false;
   std::vector<int64_t> src_, dst_;
   GraphTypes types_;
   Adjacency in_, out_;

@@ -13,6 +13,8 @@ std::vector<int64_t> to_ids(const torch::Tensor& t, const char* what) {
   if (t.is_floating_point() || t.is_complex() || t.scalar_type() == torch::kBool)
     SEASTAR_THROW(TypeError, what, " must hold integers (int64 or int32), got ", t.scalar_type());
   if (t.dim() != 1) SEASTAR_THROW(ValueError, what, " must be one-dimensional, got shape ", t.sizes());
+  if (t.is_meta())
+    SEASTAR_THROW(ValueError, what, " is on the meta device, which holds no values; build graphs from CPU or CUDA tensors");
   auto c = t.to(torch::kCPU, torch::kLong).contiguous();
   const int64_t* p = c.data_ptr<int64_t>();
   return std::vector<int64_t>(p, p + c.numel());
@@ -73,6 +75,23 @@ Graph Graph::from_edge_index(const torch::Tensor& edge_index, std::optional<int6
     SEASTAR_THROW(ValueError, "edge_index must have shape [2, num_edges] (row 0 = source, row 1 = destination), got ",
                   edge_index.sizes());
   return from_coo(edge_index[0], edge_index[1], num_nodes, node_type, edge_type, num_node_types, num_edge_types);
+}
+
+Graph Graph::bipartite(const torch::Tensor& edge_index, int64_t num_src, int64_t num_dst,
+                       const std::optional<torch::Tensor>& edge_type, int64_t num_edge_types) {
+  if (!edge_index.defined()) SEASTAR_THROW(ValueError, "edge_index is undefined");
+  if (edge_index.dim() != 2 || edge_index.size(0) != 2)
+    SEASTAR_THROW(ValueError, "edge_index must have shape [2, num_edges] (row 0 = source, row 1 = destination), got ",
+                  edge_index.sizes());
+  GraphTypes types;
+  types.num_edge_types = num_edge_types;
+  if (edge_type && edge_type->defined()) {
+    types.edge_type = to_ids(*edge_type, "edge_type");
+  } else if (num_edge_types == -1) {
+    types.num_edge_types = 0;
+  }
+  return Graph(GraphData::from_coo_bipartite(to_ids(edge_index[0], "src"), to_ids(edge_index[1], "dst"), num_src,
+                                             num_dst, std::move(types)));
 }
 
 const DeviceGraph& Graph::on(const torch::Device& device) const {

@@ -45,18 +45,26 @@ class Graph {
                         const std::optional<torch::Tensor>& edge_type = std::nullopt, int64_t num_node_types = -1,
                         int64_t num_edge_types = -1);
 
+  /// A bipartite graph (see GraphData::from_coo_bipartite): edge_index [2, E] with row 0 in
+  /// [0, num_src) and row 1 in [0, num_dst).
+  static Graph bipartite(const torch::Tensor& edge_index, int64_t num_src, int64_t num_dst,
+                         const std::optional<torch::Tensor>& edge_type = std::nullopt, int64_t num_edge_types = -1);
+
   const GraphData& data() const;
   const std::shared_ptr<const GraphData>& data_ptr() const { return data_; }
   bool defined() const { return data_ != nullptr; }
-  int64_t num_nodes() const { return data().num_nodes(); }
+  int64_t num_nodes() const { return data().num_nodes(); }  ///< raises for a bipartite graph
+  int64_t num_src() const { return data().num_src(); }
+  int64_t num_dst() const { return data().num_dst(); }
+  bool is_bipartite() const { return data().is_bipartite(); }
   int64_t num_edges() const { return data().num_edges(); }
 
   /// Index tensors on `device`, built on first use and cached for this graph.
   const DeviceGraph& on(const torch::Device& device) const;
 
   torch::Tensor edge_index() const;   ///< [2, E] int64 on CPU
-  torch::Tensor in_degrees() const;   ///< int64 [N]
-  torch::Tensor out_degrees() const;  ///< int64 [N]
+  torch::Tensor in_degrees() const;   ///< int64 [num_dst]
+  torch::Tensor out_degrees() const;  ///< int64 [num_src]
 
   Graph add_self_loops(int64_t loop_type = 0) const;
   /// Also returns the ids of the kept edges, to select matching edge-feature rows.

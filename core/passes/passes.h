@@ -4,6 +4,8 @@
  *   infer_shapes    dtype / space / feature shape of every value from its inputs
  *   simplify        constant folding, algebraic identities, CSE, dead-code elimination
  *   autodiff        reverse mode: appends the backward program to a module
+ *   split_sides     bipartite graphs: one side (sources or destinations) per vertex value
+ * and the analysis vertex_sides (the side of every Vertex value).
  */
 #pragma once
 
@@ -39,6 +41,18 @@ struct Gradients {
 /// Reverse-mode differentiation of `m`'s outputs with respect to the named leaves
 /// (vertex/edge inputs and params). Throws NotImplementedError for ops without a rule.
 Gradients autodiff(const ir::Module& m, const std::vector<std::string>& wrt);
+
+/// The suffix of the destination-side copy of a vertex input read at both endpoints.
+extern const char* const kDstSuffix;
+
+/// Bipartite graphs: splits each vertex input read at both sources and destinations into `x`
+/// and `x@dst`, duplicating vertex expressions per side. Throws ValueError (naming the user's
+/// line) for a program that reads an aggregation at the other endpoint.
+ir::Module split_sides(const ir::Module& m);
+
+/// For each value, Group::Src or Group::Dst when it is a Vertex value (whose rows are sources or
+/// destinations), Group::None otherwise. Not bipartite: every Vertex value is Dst.
+std::vector<ir::Group> vertex_sides(const ir::Module& m, bool bipartite);
 
 /// Module with `outputs` as its outputs (the backward program of a Gradients, say).
 ir::Module with_outputs(const ir::Module& m, const std::vector<int>& outputs, const std::vector<std::string>& names);

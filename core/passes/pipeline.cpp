@@ -19,12 +19,35 @@ void dump_stage(const std::string& name, const std::string& step, const std::str
   log::debug("dumped " + path);
 }
 
-LoweredProgram lower(const ir::Module& traced, const std::vector<std::string>& wrt, const std::string& name) {
+namespace {
+
+void record_vertex_inputs(const ir::Module& m, bool bipartite, std::map<std::string, ir::Group>& out) {
+  const std::vector<ir::Group> sides = passes::vertex_sides(m, bipartite);
+  for (const ir::Value& v : m.values)
+    if (v.op == ir::Op::input_vertex) out[v.name] = sides[v.id];
+}
+
+}  // namespace
+
+LoweredProgram lower(const ir::Module& traced, const std::vector<std::string>& wrt_in, const std::string& name,
+                     bool bipartite) {
   LoweredProgram p;
   p.name = name;
+  p.bipartite = bipartite;
   dump_stage(name, "0-traced.gir", ir::print(traced, "traced"));
   passes::verify(traced);
-  p.forward = passes::simplify(traced);
+  std::vector<std::string> wrt = wrt_in;
+  if (bipartite) {
+    ir::Module split = passes::split_sides(traced);
+    passes::verify(split);
+    dump_stage(name, "0-split-sides.gir", ir::print(split, "split_sides"));
+    for (const std::string& w : wrt_in)
+      for (const ir::Value& v : split.values)
+        if (v.op == ir::Op::input_vertex && v.name == w + passes::kDstSuffix) wrt.push_back(v.name);
+    p.forward = passes::simplify(split);
+  } else {
+    p.forward = passes::simplify(traced);
+  }
   passes::verify(p.forward);
   dump_stage(name, "1-forward.gir", ir::print(p.forward, "forward"));
 
@@ -42,6 +65,8 @@ LoweredProgram lower(const ir::Module& traced, const std::vector<std::string>& w
     passes::verify(p.backward);
     dump_stage(name, "3-backward.gir", ir::print(p.backward, "backward"));
   }
+  record_vertex_inputs(p.forward, bipartite, p.vertex_inputs);
+  if (!p.wrt.empty()) record_vertex_inputs(p.backward, bipartite, p.vertex_inputs);
   return p;
 }
 

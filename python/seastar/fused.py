@@ -65,4 +65,4 @@ def available(compiled, tensors) -> bool:
 
 def run(compiled, graph, tensors):
     names = list(compiled.names)
-    return _C.fused_apply(_program(compiled), graph._g, names, [tensors[k] for k in names])
+    return _C.fused_apply(_program(compiled), graph._g, names, compiled.bind(graph, tensors))

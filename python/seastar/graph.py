@@ -25,6 +25,12 @@ class Graph:
 
     Vertex programs aggregate over a vertex's in-edges (``v.in_edges()``) or out-edges.
     Optional ``node_type`` [N] and ``edge_type`` [E] make it heterogeneous (``e.type``, ``v.type``).
+
+    A *bipartite* graph (``num_nodes=(num_src, num_dst)``) has two vertex sets: sources
+    ``0 .. num_src-1`` and destinations ``0 .. num_dst-1``. In a vertex program on it, ``e.src.x``
+    reads a ``[num_src, ...]`` tensor, ``v.x`` and ``e.dst.x`` a ``[num_dst, ...]`` tensor, and the
+    outputs have ``num_dst`` rows. A tensor read both at sources and at the centre has ``num_src``
+    rows, of which the first ``num_dst`` are the destinations (a sampled block, as DGL's blocks).
     """
 
     __slots__ = ("_g",)
@@ -33,10 +39,21 @@ class Graph:
         self._g = cgraph
 
     @classmethod
-    def from_edge_index(cls, edge_index, num_nodes: Optional[int] = None, node_type=None, edge_type=None,
+    def from_edge_index(cls, edge_index, num_nodes=None, node_type=None, edge_type=None,
                         num_node_types: Optional[int] = None, num_edge_types: Optional[int] = None) -> "Graph":
-        """PyTorch Geometric convention: ``edge_index`` is [2, E], row 0 the sources."""
+        """PyTorch Geometric convention: ``edge_index`` is [2, E], row 0 the sources.
+
+        ``num_nodes``: the vertex count (default 1 + the largest id), or a pair
+        ``(num_src, num_dst)`` for a bipartite graph (PyG's ``size``)."""
         edge_index = _as_index_tensor(edge_index, "edge_index")
+        if isinstance(num_nodes, (tuple, list)):
+            if len(num_nodes) != 2:
+                raise ValueError(f"num_nodes of a bipartite graph is (num_src, num_dst), got {tuple(num_nodes)}")
+            if node_type is not None:
+                raise NotImplementedError("node types on a bipartite graph are not supported (edge types are)")
+            return cls(_C.Graph.bipartite(edge_index, int(num_nodes[0]), int(num_nodes[1]),
+                                          _as_index_tensor(edge_type, "edge_type"),
+                                          -1 if num_edge_types is None else int(num_edge_types)))
         return cls(_C.Graph.from_edge_index(
             edge_index, num_nodes, _as_index_tensor(node_type, "node_type"), _as_index_tensor(edge_type, "edge_type"),
             -1 if num_node_types is None else int(num_node_types),
@@ -52,7 +69,22 @@ class Graph:
     # -- sizes and types -------------------------------------------------------------------
     @property
     def num_nodes(self) -> int:
+        """The vertex count; a bipartite graph has two (``num_src``, ``num_dst``) and raises."""
         return self._g.num_nodes
+
+    @property
+    def num_src(self) -> int:
+        """Sources: the rows of tensors read as ``e.src.x`` (``num_nodes`` on a square graph)."""
+        return self._g.num_src
+
+    @property
+    def num_dst(self) -> int:
+        """Destinations: the rows of ``v.x`` and of the outputs (``num_nodes`` on a square graph)."""
+        return self._g.num_dst
+
+    @property
+    def is_bipartite(self) -> bool:
+        return self._g.is_bipartite
 
     @property
     def num_edges(self) -> int:
@@ -116,8 +148,23 @@ class Graph:
         self.tensors(device)
         return self
 
+    # -- pickling: the edge list and the types; the indices are rebuilt (O(N + E)) ------------
+    def __reduce__(self):
+        sizes = (self.num_src, self.num_dst) if self.is_bipartite else self.num_nodes
+        return (_rebuild, (self.edge_index, sizes, self.node_type, self.edge_type,
+                           self.num_node_types if self.has_node_types else None,
+                           self.num_edge_types if self.has_edge_types else None))
+
     def __repr__(self) -> str:
+        if self.is_bipartite:
+            typed = f", edge_types={self.num_edge_types}" if self.has_edge_types else ""
+            return f"Graph(num_src={self.num_src}, num_dst={self.num_dst}, num_edges={self.num_edges}{typed})"
         typed = ""
         if self.has_node_types or self.has_edge_types:
             typed = f", node_types={self.num_node_types}, edge_types={self.num_edge_types}"
         return f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}{typed})"
+
+
+def _rebuild(edge_index, sizes, node_type, edge_type, num_node_types, num_edge_types) -> Graph:
+    return Graph.from_edge_index(edge_index, sizes, node_type=node_type, edge_type=edge_type,
+                                 num_node_types=num_node_types, num_edge_types=num_edge_types)

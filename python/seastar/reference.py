@@ -20,11 +20,16 @@ class _Ctx:
         self.dst = t["dst"].long()
         self.node_type = t["node_type"].long() if "node_type" in t else None
         self.edge_type = t["edge_type"].long() if "edge_type" in t else None
-        self.N, self.E = graph.num_nodes, graph.num_edges
+        self.N, self.E = graph.num_dst, graph.num_edges
+        self.NS = graph.num_src  # a bipartite graph's sources (N on a square graph)
         self.device, self.dtype = device, dtype
 
     def index(self, group: str) -> torch.Tensor:
         return self.dst if group == "dst" else self.src
+
+    def count(self, group: str) -> int:
+        """The vertices an aggregation over ``group`` has rows for: its centres."""
+        return self.N if group == "dst" else self.NS
 
     def rows(self, space: str) -> Optional[int]:
         return {"Vertex": self.N, "Edge": self.E}.get(space)
@@ -118,7 +123,7 @@ def _eval(v, values, vals, c: _Ctx, inputs, grad_outputs):
     if op == "node_type":
         return c.node_type
     if op == "degree":
-        deg = torch.bincount(c.index(v["group"]), minlength=c.N)
+        deg = torch.bincount(c.index(v["group"]), minlength=c.count(v["group"]))
         return deg.to(c.dtype)
     if op == "gather":
         return a[c.index(v["group"])]
@@ -185,30 +190,31 @@ def _eval(v, values, vals, c: _Ctx, inputs, grad_outputs):
         out = a.new_zeros((int(p0),) + a.shape[1:])
         return out.index_add(0, b, a)
     idx = c.index(v["group"]) if v["group"] != "none" else None
+    n = c.count(v["group"])
     if op == "agg_sum":
-        return a.new_zeros((c.N,) + a.shape[1:]).index_add(0, idx, a)
+        return a.new_zeros((n,) + a.shape[1:]).index_add(0, idx, a)
     if op == "agg_mean":
-        s = a.new_zeros((c.N,) + a.shape[1:]).index_add(0, idx, a)
-        deg = torch.bincount(idx, minlength=c.N).clamp(min=1).to(a.dtype)
+        s = a.new_zeros((n,) + a.shape[1:]).index_add(0, idx, a)
+        deg = torch.bincount(idx, minlength=n).clamp(min=1).to(a.dtype)
         return s / deg.view((-1,) + (1,) * (a.dim() - 1))
     if op == "agg_max":
-        return _scatter(a, idx, c.N, "amax")
+        return _scatter(a, idx, n, "amax")
     if op == "agg_min":
-        return _scatter(a, idx, c.N, "amin")
+        return _scatter(a, idx, n, "amin")
     if op == "agg_argmax":
-        return _arg_extreme(a, idx, c.N, "amax")
+        return _arg_extreme(a, idx, n, "amax")
     if op == "agg_argmin":
-        return _arg_extreme(a, idx, c.N, "amin")
+        return _arg_extreme(a, idx, n, "amin")
     if op == "agg_softmax_sum":
         x, f = _align(a, sp(0), rank), _align(b, sp(1), rank)
-        m = _scatter(x.detach(), idx, c.N, "amax")
+        m = _scatter(x.detach(), idx, n, "amax")
         ex = torch.exp(x - m[idx])
-        z = ex.new_zeros((c.N,) + ex.shape[1:]).index_add(0, idx, ex)
+        z = ex.new_zeros((n,) + ex.shape[1:]).index_add(0, idx, ex)
         y = ex / z[idx] * f
-        return y.new_zeros((c.N,) + y.shape[1:]).index_add(0, idx, y)
+        return y.new_zeros((n,) + y.shape[1:]).index_add(0, idx, y)
     if op == "softmax":
-        m = _scatter(a.detach(), idx, c.N, "amax")
+        m = _scatter(a.detach(), idx, n, "amax")
         ex = torch.exp(a - m[idx])
-        z = ex.new_zeros((c.N,) + a.shape[1:]).index_add(0, idx, ex)
+        z = ex.new_zeros((n,) + a.shape[1:]).index_add(0, idx, ex)
         return ex / z[idx]
     raise NotImplementedError(f"the reference executor has no rule for '{op}'")

@@ -17,7 +17,12 @@ void bind_graph(py::module_& m) {
       .def_static("from_coo", &Graph::from_coo, py::arg("src"), py::arg("dst"), py::arg("num_nodes") = py::none(),
                   py::arg("node_type") = py::none(), py::arg("edge_type") = py::none(),
                   py::arg("num_node_types") = -1, py::arg("num_edge_types") = -1)
+      .def_static("bipartite", &Graph::bipartite, py::arg("edge_index"), py::arg("num_src"), py::arg("num_dst"),
+                  py::arg("edge_type") = py::none(), py::arg("num_edge_types") = -1)
       .def_property_readonly("num_nodes", &Graph::num_nodes)
+      .def_property_readonly("num_src", &Graph::num_src)
+      .def_property_readonly("num_dst", &Graph::num_dst)
+      .def_property_readonly("is_bipartite", &Graph::is_bipartite)
       .def_property_readonly("num_edges", &Graph::num_edges)
       .def_property_readonly("num_node_types", [](const Graph& g) { return g.data().types().num_node_types; })
       .def_property_readonly("num_edge_types", [](const Graph& g) { return g.data().types().num_edge_types; })

@@ -111,10 +111,17 @@ void bind_ir(py::module_& m) {
       .def_readonly("name", &LoweredProgram::name)
       .def_readonly("forward", &LoweredProgram::forward)
       .def_readonly("backward", &LoweredProgram::backward)
-      .def_readonly("wrt", &LoweredProgram::wrt);
+      .def_readonly("wrt", &LoweredProgram::wrt)
+      .def_readonly("bipartite", &LoweredProgram::bipartite)
+      .def_property_readonly("vertex_inputs", [](const LoweredProgram& p) {
+        py::dict out;  // name -> "src" / "dst": which vertex set a vertex input's rows index
+        for (const auto& [name, side] : p.vertex_inputs) out[py::str(name)] = ir::to_string(side);
+        return out;
+      });
 
-  m.def("lower", &lower, py::arg("module"), py::arg("wrt"), py::arg("name") = "program",
-        "verify -> simplify -> autodiff -> simplify: the forward and backward GIR of a traced module.");
+  m.def("lower", &lower, py::arg("module"), py::arg("wrt"), py::arg("name") = "program", py::arg("bipartite") = false,
+        "verify -> [split_sides] -> simplify -> autodiff -> simplify: the forward and backward GIR of a traced "
+        "module; bipartite=True lowers it for bipartite graphs.");
   m.def("simplify", &passes::simplify);
   m.def("verify", &passes::verify);
 }

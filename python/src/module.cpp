@@ -38,5 +38,6 @@ PYBIND11_MODULE(_C, m) {
   seastar::python::bind_graph(m);
   seastar::python::bind_ir(m);
   seastar::python::bind_runtime(m);
+  seastar::python::bind_sampling(m);
   seastar::python::bind_cuda(m);
 }

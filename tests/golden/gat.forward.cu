@@ -6,7 +6,7 @@ typedef float T;
 typedef int32_t I;
 
 struct Args {
-  int64_t N, E;
+  int64_t N, E, NS;
   void* G[12];
   void* B[4];
   unsigned long long* counters;

@@ -19,7 +19,7 @@ import torch
 from ._common import Dataset
 from .planetoid import PLANETOID_NAMES, NodeClassificationDataset, load_planetoid
 from .synthetic import (SyntheticGraph, planted_typed_classification, power_law_graph,
-                        typed_graph, uniform_graph)
+                        synthetic_node_classification, typed_graph, uniform_graph)
 from .wn18rr import FilterIndex, KnowledgeGraphDataset, load_wn18rr
 
 NAMES = PLANETOID_NAMES + ("wn18rr",)
@@ -28,6 +28,7 @@ __all__ = [
     "NAMES", "load", "default_wn18rr_root", "Dataset", "NodeClassificationDataset",
     "KnowledgeGraphDataset", "FilterIndex", "SyntheticGraph", "load_planetoid", "load_wn18rr",
     "uniform_graph", "power_law_graph", "typed_graph", "planted_typed_classification",
+    "synthetic_node_classification",
 ]
 
 

@@ -235,3 +235,42 @@ def planted_typed_classification(num_nodes: int, num_edges: int, num_node_types:
         num_classes=num_classes, num_features=feature_dim, edge_index=edge_index,
         node_type=node_type_t, edge_type=edge_type_t, num_node_types=num_node_types,
         num_edge_types=num_edge_types)
+
+
+def synthetic_node_classification(num_nodes: int, avg_degree: float = 20.0, num_classes: int = 10,
+                                  num_features: int = 100, seed: int = 0, homophily: float = 0.8,
+                                  feature_noise: float = 1.0, train_fraction: float = 0.6,
+                                  val_fraction: float = 0.2,
+                                  dtype: torch.dtype = torch.float32) -> NodeClassificationDataset:
+    """A node-classification dataset large enough to need mini-batches, built in C++.
+
+    The graph is a degree-corrected stochastic block model (``seastar._C.sbm_node_classification``:
+    heavy-tailed degrees, an edge joins two vertices of the same class with probability
+    ``homophily``); features are a class mean plus Gaussian noise of scale ``feature_noise``
+    (class means ~ N(0, 1) per feature), so both the features and the neighbourhood carry the label.
+    Masks split the vertices at random into train / val / test fractions. Deterministic for a seed.
+    """
+    from .. import _C
+    from ..graph import Graph
+
+    if num_features < 1:
+        raise ValueError(f"num_features must be >= 1, got {num_features}")
+    if not (0 < train_fraction and 0 <= val_fraction and train_fraction + val_fraction < 1):
+        raise ValueError(f"train_fraction + val_fraction must be in (0, 1), got {train_fraction} + {val_fraction}")
+    cgraph, y = _C.sbm_node_classification(int(num_nodes), float(avg_degree), int(num_classes), float(homophily),
+                                           int(seed))
+    gen = torch.Generator().manual_seed(int(seed))
+    means = torch.randn(num_classes, num_features, generator=gen, dtype=dtype)
+    x = torch.randn(num_nodes, num_features, generator=gen, dtype=dtype).mul_(feature_noise)
+    x.add_(means[y])
+    order = torch.randperm(num_nodes, generator=gen)
+    n_train, n_val = int(train_fraction * num_nodes), int(val_fraction * num_nodes)
+    masks = []
+    for lo, hi in ((0, n_train), (n_train, n_train + n_val), (n_train + n_val, num_nodes)):
+        m = torch.zeros(num_nodes, dtype=torch.bool)
+        m[order[lo:hi]] = True
+        masks.append(m)
+    graph = Graph(cgraph)
+    return NodeClassificationDataset(name="synthetic", graph=graph, x=x, y=y, train_mask=masks[0],
+                                     val_mask=masks[1], test_mask=masks[2], num_classes=int(num_classes),
+                                     num_features=int(num_features), edge_index=graph.edge_index)

@@ -36,8 +36,11 @@ def check_graph(layer: str, graph, x: Optional[torch.Tensor] = None) -> None:
     if not isinstance(graph, Graph):
         raise TypeError(f"{layer}.forward takes the graph first: forward(graph, x); "
                         f"got {type(graph).__name__} as the graph")
-    if x is not None and x.shape[0] != graph.num_nodes:
-        raise ValueError(f"{layer}: x has {x.shape[0]} rows but the graph has {graph.num_nodes} vertices")
+    # x holds the rows read at the sources (every vertex of a square graph; a bipartite block's
+    # sources, whose first num_dst rows are its destinations)
+    if x is not None and x.shape[0] != graph.num_src:
+        what = "sources" if graph.is_bipartite else "vertices"
+        raise ValueError(f"{layer}: x has {x.shape[0]} rows but the graph has {graph.num_src} {what}")
 
 
 class GraphCache:

@@ -93,7 +93,8 @@ class GATConv(nn.Module):
         H, C = self.heads, self.out_channels
         h = linear(x, self.lin.weight).view(-1, H, C)
         el = (h * self.att_src).sum(-1, keepdim=True)  # [N, H, 1]
-        er = (h * self.att_dst).sum(-1, keepdim=True)
+        # er is read at the destinations: on a bipartite block, of its first num_dst sources
+        er = ((h[: graph.num_dst] if graph.is_bipartite else h) * self.att_dst).sum(-1, keepdim=True)
         g = self_loop_graph(self._graph_cache, graph, remove_existing=True) if self.add_self_loops else graph
         if self.training and self.dropout > 0.0:
             m = dropout_mask((g.num_edges, H, 1), self.dropout, h)

@@ -72,8 +72,8 @@ class SAGEConv(nn.Module):
                 out = out + self.lin_l.bias
         else:
             out = self.lin_l(prog(graph, backend=self.backend, h=dense(x)))
-        if self.lin_r is not None:
-            out = out + linear(x, self.lin_r.weight)
+        if self.lin_r is not None:  # the destinations' own rows (the first num_dst of a block's sources)
+            out = out + linear(x[: graph.num_dst] if graph.is_bipartite else x, self.lin_r.weight)
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
         return out

@@ -1,0 +1,194 @@
+/** \file Neighbour sampling: per-destination draws in parallel, then one relabelling pass. */
+#include "core/sampling/neighbor_sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <unordered_map>
+
+#include "core/util/errors.h"
+
+namespace seastar::sampling {
+namespace {
+
+/// splitmix64's finaliser: a bijective mix, so distinct counters give independent-looking words.
+inline uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// The counter-based stream of one (seed, hop, vertex): draw i is mix(key + i), independent of
+/// which thread samples the vertex or in which order.
+struct Stream {
+  uint64_t key;
+  uint64_t i = 0;
+  Stream(uint64_t seed, int64_t hop, int64_t vertex)
+      : key(mix(mix(seed ^ 0x5ea57a2ull) ^ mix(static_cast<uint64_t>(hop) * 0x100000001b3ull)) ^
+            mix(static_cast<uint64_t>(vertex))) {}
+  uint64_t next() { return mix(key + 0x632be59bd9b4e019ull * ++i); }
+  /// Uniform in [0, n): Lemire's multiply-shift with rejection, unbiased.
+  uint64_t below(uint64_t n) {
+    for (;;) {
+      const unsigned __int128 m = static_cast<unsigned __int128>(next()) * n;
+      const uint64_t low = static_cast<uint64_t>(m);
+      if (low >= n || low >= (-n) % n) return static_cast<uint64_t>(m >> 64);
+    }
+  }
+  /// Uniform in (0, 1].
+  double unit() { return (static_cast<double>(next() >> 11) + 1.0) * (1.0 / 9007199254740992.0); }
+};
+
+/// Positions (0 .. deg-1) of the neighbours taken from one run of `deg` slots.
+void choose(int64_t deg, int64_t fanout, const SamplerOptions& o, const int64_t* eids, Stream& rng,
+            std::vector<int64_t>& out) {
+  out.clear();
+  if (deg == 0 || fanout == 0) return;
+  const bool weighted = !o.weights.empty();
+  if (fanout < 0 || (!o.replace && fanout >= deg)) {
+    if (!weighted) {
+      for (int64_t j = 0; j < deg; ++j) out.push_back(j);
+      return;
+    }
+    for (int64_t j = 0; j < deg; ++j)  // every neighbour with a positive weight
+      if (o.weights[eids[j]] > 0) out.push_back(j);
+    if (fanout < 0 || static_cast<int64_t>(out.size()) <= fanout) return;
+    out.clear();
+  }
+  if (o.replace) {
+    if (!weighted) {
+      for (int64_t i = 0; i < fanout; ++i) out.push_back(static_cast<int64_t>(rng.below(deg)));
+    } else {
+      std::vector<double> cdf(deg);
+      double total = 0;
+      for (int64_t j = 0; j < deg; ++j) cdf[j] = total += o.weights[eids[j]];
+      if (total <= 0) return;
+      for (int64_t i = 0; i < fanout; ++i) {
+        const double u = rng.unit() * total;
+        out.push_back(std::min<int64_t>(deg - 1, std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin()));
+      }
+    }
+  } else if (!weighted) {
+    // Floyd's algorithm: fanout distinct positions, each subset equally likely
+    for (int64_t j = deg - fanout; j < deg; ++j) {
+      const int64_t t = static_cast<int64_t>(rng.below(static_cast<uint64_t>(j + 1)));
+      out.push_back(std::find(out.begin(), out.end(), t) == out.end() ? t : j);
+    }
+  } else {
+    // Efraimidis-Spirakis: the fanout largest keys log(u) / w are a weighted sample without
+    // replacement (zero weights are never taken)
+    std::vector<std::pair<double, int64_t>> keys;
+    for (int64_t j = 0; j < deg; ++j) {
+      const double w = o.weights[eids[j]];
+      if (w > 0) keys.emplace_back(std::log(rng.unit()) / w, j);
+    }
+    const int64_t k = std::min<int64_t>(fanout, keys.size());
+    std::partial_sort(keys.begin(), keys.begin() + k, keys.end(),
+                      [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+    for (int64_t i = 0; i < k; ++i) out.push_back(keys[i].second);
+  }
+  // keep the parent's slot order (type-sorted within a destination) inside the block
+  std::sort(out.begin(), out.end());
+}
+
+void check(const GraphData& g, const std::vector<int64_t>& seeds, const Fanouts& fanouts, const SamplerOptions& o) {
+  if (g.is_bipartite()) SEASTAR_THROW(ValueError, "neighbour sampling needs a square graph, got a bipartite one");
+  if (fanouts.empty()) SEASTAR_THROW(ValueError, "fanouts must name at least one hop");
+  const int64_t R = std::max<int64_t>(1, g.types().num_edge_types);
+  for (size_t h = 0; h < fanouts.size(); ++h) {
+    const auto& f = fanouts[h];
+    if (f.size() != 1 && static_cast<int64_t>(f.size()) != R)
+      SEASTAR_THROW(ValueError, "hop ", h, " has ", f.size(), " fanouts; give one, or one per relation (", R, ")");
+    for (int64_t x : f)
+      if (x < -1) SEASTAR_THROW(ValueError, "fanout ", x, " at hop ", h, " must be >= 0, or -1 for every neighbour");
+  }
+  if (!o.weights.empty()) {
+    if (static_cast<int64_t>(o.weights.size()) != g.num_edges())
+      SEASTAR_THROW(ValueError, "weights has ", o.weights.size(), " entries but the graph has ", g.num_edges(),
+                    " edges");
+    for (size_t e = 0; e < o.weights.size(); ++e)
+      if (!(o.weights[e] >= 0) || !std::isfinite(o.weights[e]))
+        SEASTAR_THROW(ValueError, "weights[", e, "] = ", o.weights[e], " must be finite and >= 0");
+  }
+  std::vector<char> seen(static_cast<size_t>(g.num_nodes()), 0);
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    const int64_t s = seeds[i];
+    if (s < 0 || s >= g.num_nodes())
+      SEASTAR_THROW(ValueError, "seed[", i, "] = ", s, " is out of range: expected 0 <= id < num_nodes = ", g.num_nodes());
+    if (seen[s]++) SEASTAR_THROW(ValueError, "seed ", s, " appears twice in the batch");
+  }
+}
+
+}  // namespace
+
+std::vector<SampledBlock> sample_neighbors(const GraphData& g, const std::vector<int64_t>& seeds,
+                                           const Fanouts& fanouts, const SamplerOptions& o) {
+  check(g, seeds, fanouts, o);
+  const Adjacency& in = g.in();
+  const int64_t R = std::max<int64_t>(1, g.types().num_edge_types);
+  const bool typed = g.has_edge_types();
+  std::vector<SampledBlock> blocks;
+  std::vector<int64_t> frontier = seeds;
+  for (size_t hop = 0; hop < fanouts.size(); ++hop) {
+    const std::vector<int64_t>& f = fanouts[hop];
+    const bool per_relation = typed && f.size() > 1;
+    const int64_t D = static_cast<int64_t>(frontier.size());
+    // 1. draws per destination, in parallel, into per-destination lists (slot positions)
+    std::vector<std::vector<int64_t>> picked(D);
+#pragma omp parallel if (D >= 256)  // a small frontier is cheaper than waking a thread team
+    {
+      std::vector<int64_t> run;
+#pragma omp for schedule(dynamic, 64)
+      for (int64_t i = 0; i < D; ++i) {
+        const int64_t v = frontier[i];
+        Stream rng(o.seed, static_cast<int64_t>(hop), v);
+        std::vector<int64_t>& mine = picked[i];
+        const int64_t beg = in.ptr[v], end = in.ptr[v + 1];
+        if (!per_relation) {
+          choose(end - beg, f[0], o, in.eid.data() + beg, rng, run);
+          for (int64_t j : run) mine.push_back(beg + j);
+          continue;
+        }
+        // the CSC is sorted by relation within a destination: one run per relation
+        for (int64_t a = beg; a < end;) {
+          const int64_t r = g.types().edge_type[in.eid[a]];
+          int64_t b = a;
+          while (b < end && g.types().edge_type[in.eid[b]] == r) ++b;
+          choose(b - a, f[std::min<int64_t>(r, R - 1)], o, in.eid.data() + a, rng, run);
+          for (int64_t j : run) mine.push_back(a + j);
+          a = b;
+        }
+      }
+    }
+    // 2. relabel in slot order (sequential, so ids do not depend on the thread count):
+    // destinations first, then each new source where it first appears
+    SampledBlock blk;
+    blk.num_dst = D;
+    blk.ptr.assign(D + 1, 0);
+    for (int64_t i = 0; i < D; ++i) blk.ptr[i + 1] = blk.ptr[i] + static_cast<int64_t>(picked[i].size());
+    const int64_t E = blk.ptr[D];
+    blk.src.resize(E);
+    blk.eid.resize(E);
+    blk.src_nodes = frontier;
+    std::unordered_map<int64_t, int64_t> local;
+    local.reserve(static_cast<size_t>(D + E));
+    for (int64_t i = 0; i < D; ++i) local.emplace(frontier[i], i);
+    for (int64_t i = 0; i < D; ++i) {
+      int64_t k = blk.ptr[i];
+      for (int64_t slot : picked[i]) {
+        const int64_t u = in.nbr[slot];
+        auto [it, fresh] = local.emplace(u, static_cast<int64_t>(blk.src_nodes.size()));
+        if (fresh) blk.src_nodes.push_back(u);
+        blk.src[k] = it->second;
+        blk.eid[k] = in.eid[slot];
+        ++k;
+      }
+    }
+    frontier = blk.src_nodes;
+    blocks.push_back(std::move(blk));
+  }
+  return blocks;
+}
+
+}  // namespace seastar::sampling

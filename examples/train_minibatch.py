@@ -1,0 +1,202 @@
+#!/usr/bin/env python
+"""Mini-batch node classification with neighbour sampling (GraphSAGE or GAT).
+
+    python examples/train_minibatch.py --model sage --dataset cora
+    python examples/train_minibatch.py --model gat --dataset synthetic --num-nodes 1000000 --fanouts 15,10
+
+Each epoch samples blocks for batches of training vertices (ss.loader.NeighborLoader: the C++
+sampler on a background thread, ahead of training) and runs the layers on them. The line per
+epoch gives the loss, the train accuracy of the sampled batches, the validation accuracy
+(layer-wise full-neighbourhood inference) and the epoch time split into the time training
+waited for batches and the rest (compute). The test accuracy is the one at the best validation
+epoch.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+try:
+    import seastar as ss
+except ImportError:  # run from a checkout: python examples/train_minibatch.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+    import seastar as ss
+import seastar.nn as snn  # noqa: E402
+
+log = logging.getLogger("seastar.examples.train_minibatch")
+
+
+class SAGE(nn.Module):
+    """SAGEConv(F, hidden, mean) -> ReLU -> dropout -> ... -> SAGEConv(hidden, C)."""
+
+    def __init__(self, f_in, hidden, classes, layers, dropout, heads):
+        super().__init__()
+        dims = [f_in] + [hidden] * (layers - 1) + [classes]
+        self.convs = nn.ModuleList(snn.SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.dropout = dropout
+
+    def forward(self, blocks, x):
+        for i, (conv, g) in enumerate(zip(self.convs, blocks)):
+            x = conv(g, x)
+            if i + 1 < len(self.convs):
+                x = F.dropout(F.relu(x), self.dropout, self.training)
+        return x
+
+    def between(self, i, h):  # what runs between layers in layer-wise inference (eval mode)
+        return F.relu(h)
+
+
+class GAT(nn.Module):
+    """GATConv(F, hidden, heads) -> ELU -> dropout -> ... -> GATConv(hidden*heads, C, 1 head)."""
+
+    def __init__(self, f_in, hidden, classes, layers, dropout, heads):
+        super().__init__()
+        convs = []
+        d = f_in
+        for i in range(layers):
+            last = i + 1 == layers
+            convs.append(snn.GATConv(d, classes if last else hidden, heads=1 if last else heads, concat=not last))
+            d = hidden * heads
+        self.convs = nn.ModuleList(convs)
+        self.dropout = dropout
+
+    def forward(self, blocks, x):
+        for i, (conv, g) in enumerate(zip(self.convs, blocks)):
+            x = conv(g, x)
+            if i + 1 < len(self.convs):
+                x = F.dropout(F.elu(x), self.dropout, self.training)
+        return x
+
+    def between(self, i, h):
+        return F.elu(h)
+
+
+MODELS = {"sage": SAGE, "gat": GAT}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", choices=sorted(MODELS), default="sage")
+    p.add_argument("--dataset", choices=["cora", "citeseer", "synthetic"], default="cora")
+    p.add_argument("--num-nodes", type=int, default=100_000, help="synthetic: vertices")
+    p.add_argument("--avg-degree", type=float, default=20.0, help="synthetic: edges per vertex")
+    p.add_argument("--num-features", type=int, default=100, help="synthetic: feature width")
+    p.add_argument("--num-classes", type=int, default=10, help="synthetic: classes")
+    p.add_argument("--fanouts", default="25,10", help="neighbours sampled per hop from the seeds, e.g. 15,10 (-1: all)")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4, help="GAT heads of the hidden layers")
+    p.add_argument("--dropout", type=float, default=0.5)
+    p.add_argument("--lr", type=float, default=0.003)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--eval-batch-size", type=int, default=8192)
+    p.add_argument("--prefetch", type=int, default=2, help="batches sampled ahead on the loader thread (0: inline)")
+    p.add_argument("--threads", type=int, default=0, help="torch/OpenMP threads (0: torch's default)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", help="write the result here")
+    args = p.parse_args(argv)
+    try:
+        args.fanouts = [int(f) for f in args.fanouts.split(",")]
+    except ValueError:
+        p.error(f"--fanouts must be comma-separated integers, got {args.fanouts!r}")
+    if any(f < -1 for f in args.fanouts):
+        p.error("--fanouts: each fanout must be >= 0, or -1 for every neighbour")
+    for name in ("epochs", "batch_size", "hidden", "heads", "eval_batch_size", "num_nodes", "num_features"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.num_classes < 2:
+        p.error(f"--num-classes must be at least 2, got {args.num_classes}")
+    if not 0.0 <= args.dropout < 1.0:
+        p.error(f"--dropout must be in [0, 1), got {args.dropout}")
+    if args.prefetch < 0 or args.threads < 0:
+        p.error("--prefetch and --threads must be >= 0")
+    return args
+
+
+def load(args):
+    if args.dataset == "synthetic":
+        t0 = time.perf_counter()
+        ds = ss.datasets.synthetic_node_classification(args.num_nodes, avg_degree=args.avg_degree,
+                                                       num_classes=args.num_classes,
+                                                       num_features=args.num_features, seed=args.seed)
+        log.info("generated synthetic graph: %d vertices, %d edges in %.1f s", ds.graph.num_nodes,
+                 ds.graph.num_edges, time.perf_counter() - t0)
+        return ds
+    ds = ss.datasets.load(args.dataset)
+    if ds.x.is_sparse:
+        ds.x = ds.x.to_dense()
+    return ds
+
+
+@torch.no_grad()
+def evaluate(model, ds, batch_size):
+    model.eval()
+    out = ss.loader.layerwise_inference(model.convs, ds.graph, ds.x, batch_size, between=model.between)
+    pred = out.argmax(-1)
+    return {k: (pred[m] == ds.y[m]).float().mean().item() for k, m in
+            (("train", ds.train_mask), ("val", ds.val_mask), ("test", ds.test_mask))}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    ds = load(args)
+    model = MODELS[args.model](ds.x.shape[1], args.hidden, ds.num_classes, len(args.fanouts), args.dropout, args.heads)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    loader = ss.loader.NeighborLoader(ds, num_neighbors=args.fanouts, batch_size=args.batch_size,
+                                      input_nodes=ds.train_mask, shuffle=True, seed=args.seed, prefetch=args.prefetch)
+    log.info("%s on %s: %d vertices, %d edges, %d training seeds in %d batches of %d, fanouts %s, %d threads",
+             args.model, args.dataset, ds.graph.num_nodes, ds.graph.num_edges, int(ds.train_mask.sum()), len(loader),
+             args.batch_size, args.fanouts, torch.get_num_threads())
+    best = {"val": -1.0}
+    history = []
+    for epoch in range(1, args.epochs + 1):
+        model.train()
+        t0 = time.perf_counter()
+        total_loss, correct, count = 0.0, 0, 0
+        for batch in ss.progress.bar(loader, desc=f"epoch {epoch}", disable=args.no_progress):
+            opt.zero_grad()
+            out = model(batch.blocks, batch.x)
+            loss = F.cross_entropy(out, batch.y)
+            loss.backward()
+            opt.step()
+            total_loss += loss.item() * batch.batch_size
+            correct += int((out.argmax(-1) == batch.y).sum())
+            count += batch.batch_size
+        epoch_s = time.perf_counter() - t0
+        wait_s, sample_s = loader.stats["wait_s"], loader.stats["sample_s"]
+        acc = evaluate(model, ds, args.eval_batch_size)
+        row = dict(epoch=epoch, loss=total_loss / count, train_batches_acc=correct / count, val=acc["val"],
+                   test=acc["test"], epoch_s=epoch_s, sampling_s=sample_s, waited_s=wait_s,
+                   compute_s=epoch_s - wait_s, seeds_per_s=count / epoch_s)
+        history.append(row)
+        if acc["val"] > best["val"]:
+            best = dict(row)
+        print(f"epoch {epoch:3d}  loss {row['loss']:.4f}  train(batches) {row['train_batches_acc']:.3f}  "
+              f"val {acc['val']:.3f}  test {acc['test']:.3f}  epoch {epoch_s * 1e3:.0f} ms "
+              f"(sampling {sample_s * 1e3:.0f} ms on the loader thread, waited {wait_s * 1e3:.0f} ms, "
+              f"compute {(epoch_s - wait_s) * 1e3:.0f} ms)  {row['seeds_per_s']:.0f} seeds/s", flush=True)
+    print(f"test accuracy {best['test']:.4f} at the best validation epoch {best['epoch']} (val {best['val']:.4f}); "
+          f"mean epoch {sum(r['epoch_s'] for r in history) / len(history) * 1e3:.0f} ms")
+    result = dict(args=vars(args), best=best, history=history)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()

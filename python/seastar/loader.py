@@ -1,0 +1,255 @@
+"""Mini-batch loading: neighbour sampling into bipartite blocks, run ahead of training.
+
+    loader = ss.loader.NeighborLoader(data, num_neighbors=[15, 10], batch_size=1024)
+    for batch in loader:                      # a MiniBatch
+        h = batch.x                           # features of batch.input_nodes
+        for conv, block in zip(convs, batch.blocks):
+            h = conv(block, h)                # block: bipartite ss.Graph, h: [num_src, F] -> [num_dst, F']
+        loss = F.cross_entropy(h, batch.y)
+
+``num_neighbors[k]`` is the fanout of hop k from the seeds (PyTorch Geometric's convention), so
+the last layer's block (``blocks[-1]``, whose destinations are the seeds) was sampled with
+``num_neighbors[0]``. Every block's destinations are the first ``num_dst`` of its sources.
+Sampling (C++, parallel, without the GIL) and feature gathering run on a background thread
+``prefetch`` batches ahead; ``loader.stats`` says how long they took and how long training
+waited for them.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence, Union
+
+import torch
+
+from . import _C
+from .graph import Graph
+
+log = logging.getLogger("seastar")
+
+_MASK64 = (1 << 63) - 1
+
+
+def _mix(*parts: int) -> int:
+    """A 63-bit seed from integers (the sampler's counter-based RNG is keyed by it)."""
+    h = 0x243F6A8885A308D3
+    for p in parts:
+        h = ((h ^ (int(p) & _MASK64)) * 0x100000001B3 + 0x9E3779B97F4A7C15) & _MASK64
+        h ^= h >> 29
+    return h
+
+
+@dataclass
+class MiniBatch:
+    """One sampled mini-batch.
+
+    ``blocks`` are bipartite graphs, outermost layer first (``blocks[0]`` reads ``x``);
+    ``input_nodes`` are the global ids of ``blocks[0]``'s sources (the rows of ``x``);
+    ``seed_nodes`` the global ids of the last block's destinations (the rows of the output and
+    of ``y``); ``edge_ids[i]`` the original edge id of each of ``blocks[i]``'s edges, to select
+    edge features."""
+
+    blocks: List[Graph]
+    input_nodes: torch.Tensor
+    seed_nodes: torch.Tensor
+    edge_ids: List[torch.Tensor]
+    x: Optional[torch.Tensor] = None
+    y: Optional[torch.Tensor] = None
+    src_nodes: List[torch.Tensor] = field(default_factory=list)  # global ids of each block's sources
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.seed_nodes.numel())
+
+    def to(self, device) -> "MiniBatch":
+        for b in self.blocks:
+            b.to(device)
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return MiniBatch(self.blocks, self.input_nodes, self.seed_nodes, self.edge_ids, move(self.x), move(self.y),
+                         self.src_nodes)
+
+
+def sample_blocks(graph: Graph, seeds: torch.Tensor, num_neighbors: Sequence, seed: int = 0,
+                  replace: bool = False, weights: Optional[torch.Tensor] = None) -> MiniBatch:
+    """Samples ``len(num_neighbors)`` hops of in-neighbours of ``seeds`` (one call of the C++
+    sampler); returns a MiniBatch without features. ``num_neighbors[k]`` is an int (-1: every
+    neighbour) or, for a graph with edge types, a list of one fanout per relation."""
+    if not isinstance(graph, Graph):
+        raise TypeError(f"graph must be a seastar.Graph, got {type(graph).__name__}")
+    fanouts = [[int(k)] if not isinstance(k, (list, tuple)) else [int(x) for x in k] for k in num_neighbors]
+    seeds = torch.as_tensor(seeds)
+    hops = _C.sample_neighbors(graph._g, seeds, fanouts, int(seed) & _MASK64, bool(replace), weights)
+    hops.reverse()  # the sampler returns the innermost hop first; layers consume outermost first
+    blocks = [Graph(g) for g, _, _ in hops]
+    src_nodes = [nodes for _, nodes, _ in hops]
+    return MiniBatch(blocks=blocks, input_nodes=src_nodes[0], seed_nodes=seeds.to(torch.long),
+                     edge_ids=[eid for _, _, eid in hops], src_nodes=src_nodes)
+
+
+class NeighborLoader:
+    """Iterates mini-batches of seed vertices with sampled neighbourhoods (see the module doc).
+
+    ``data``: a dataset object (``graph``, ``x``, ``y``) or a ``(graph, x, y)`` triple (``x`` or
+    ``y`` may be None). ``input_nodes``: the seed vertices (None: all; a bool mask or ids).
+    Batches differ per epoch (each ``iter()`` is a new epoch) and are the same for the same
+    ``seed`` at any thread count. ``prefetch=0`` samples on the calling thread.
+    """
+
+    def __init__(self, data, num_neighbors: Sequence, batch_size: int = 1024, input_nodes=None,
+                 shuffle: bool = True, drop_last: bool = False, seed: int = 0, prefetch: int = 2,
+                 replace: bool = False, weights: Optional[torch.Tensor] = None):
+        if isinstance(data, (tuple, list)):
+            if len(data) != 3:
+                raise ValueError("data must be a dataset object or a (graph, x, y) triple")
+            graph, x, y = data
+        else:
+            graph, x, y = data.graph, getattr(data, "x", None), getattr(data, "y", None)
+        if not isinstance(graph, Graph):
+            raise TypeError(f"the loader's graph must be a seastar.Graph, got {type(graph).__name__}")
+        if graph.is_bipartite:
+            raise ValueError("NeighborLoader samples a square graph, got a bipartite one")
+        n = graph.num_nodes
+        for name, t in (("x", x), ("y", y)):
+            if t is not None and (not isinstance(t, torch.Tensor) or t.shape[0] != n):
+                raise ValueError(f"{name} must be a tensor with one row per vertex ({n}), got "
+                                 f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+        if not num_neighbors:
+            raise ValueError("num_neighbors must give at least one fanout")
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if int(prefetch) < 0:
+            raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+        if input_nodes is None:
+            seeds = torch.arange(n)
+        else:
+            t = torch.as_tensor(input_nodes)
+            if t.dtype == torch.bool:
+                if t.numel() != n:
+                    raise ValueError(f"an input_nodes mask needs {n} entries, got {t.numel()}")
+                seeds = t.nonzero().view(-1)
+            else:
+                seeds = t.view(-1).to(torch.long)
+                if seeds.numel() and (seeds.min() < 0 or seeds.max() >= n):
+                    raise ValueError(f"input_nodes must be vertex ids in [0, {n})")
+                if torch.unique(seeds).numel() != seeds.numel():
+                    raise ValueError("input_nodes holds a vertex twice")
+        self.graph, self.x, self.y = graph, x, y
+        self.num_neighbors = list(num_neighbors)
+        self.batch_size, self.shuffle, self.drop_last = int(batch_size), bool(shuffle), bool(drop_last)
+        self.seed, self.prefetch, self.replace, self.weights = int(seed), int(prefetch), bool(replace), weights
+        self.seeds = seeds
+        self.epoch = 0
+        self.stats = {}
+
+    def __len__(self) -> int:
+        n = self.seeds.numel()
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next iteration samples (iterating advances it by one)."""
+        self.epoch = int(epoch)
+
+    def _order(self, epoch: int) -> torch.Tensor:
+        if not self.shuffle:
+            return self.seeds
+        g = torch.Generator().manual_seed(_mix(self.seed, epoch))
+        return self.seeds[torch.randperm(self.seeds.numel(), generator=g)]
+
+    def _make(self, epoch: int, index: int, seeds: torch.Tensor) -> MiniBatch:
+        b = sample_blocks(self.graph, seeds, self.num_neighbors, _mix(self.seed, epoch, index), self.replace,
+                          self.weights)
+        if self.x is not None:
+            b.x = self.x.index_select(0, b.input_nodes.to(self.x.device))
+        if self.y is not None:
+            b.y = self.y.index_select(0, b.seed_nodes.to(self.y.device))
+        return b
+
+    def __iter__(self):
+        epoch = self.epoch
+        self.epoch += 1
+        order = self._order(epoch)
+        batches = [order[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size, self.batch_size)]
+        batches = [s for s in batches if s.numel()]
+        self.stats = {"epoch": epoch, "batches": len(batches), "sample_s": 0.0, "wait_s": 0.0}
+        if self.prefetch == 0:
+            for i, s in enumerate(batches):
+                t0 = time.perf_counter()
+                b = self._make(epoch, i, s)
+                dt = time.perf_counter() - t0
+                self.stats["sample_s"] += dt
+                self.stats["wait_s"] += dt
+                yield b
+            return
+        yield from self._iter_prefetched(epoch, batches)
+
+    def _iter_prefetched(self, epoch: int, batches):
+        q: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        stop = threading.Event()
+        done = object()
+
+        def produce():
+            try:
+                for i, s in enumerate(batches):
+                    if stop.is_set():
+                        return
+                    t0 = time.perf_counter()
+                    item = self._make(epoch, i, s)
+                    self.stats["sample_s"] += time.perf_counter() - t0
+                    while not stop.is_set():
+                        try:
+                            q.put(item, timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+                q.put(done)
+            except BaseException as exc:  # handed to the consumer, which re-raises it
+                q.put(exc)
+
+        worker = threading.Thread(target=produce, name="seastar-loader", daemon=True)
+        worker.start()
+        try:
+            while True:
+                t0 = time.perf_counter()
+                item = q.get()
+                self.stats["wait_s"] += time.perf_counter() - t0
+                if item is done:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            while worker.is_alive():  # unblock a producer waiting on a full queue
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    pass
+                worker.join(timeout=0.05)
+
+
+def layerwise_inference(layers: Sequence, graph: Graph, x: torch.Tensor, batch_size: int = 4096,
+                        between=None) -> torch.Tensor:
+    """Full-neighbourhood inference one layer at a time, in chunks of destinations: for graphs
+    whose full forward pass does not fit at once. ``layers[i](block, h)`` maps source rows of a
+    bipartite block to its destinations; ``between(i, h)`` (e.g. an activation) runs after
+    every layer but the last. Returns [num_nodes, F_out]. Runs under ``torch.no_grad()``."""
+    if not isinstance(graph, Graph) or graph.is_bipartite:
+        raise ValueError("layerwise_inference needs a square seastar.Graph")
+    if x.shape[0] != graph.num_nodes:
+        raise ValueError(f"x has {x.shape[0]} rows but the graph has {graph.num_nodes} vertices")
+    n = graph.num_nodes
+    h = x
+    with torch.no_grad():
+        for i, layer in enumerate(layers):
+            outs = []
+            for lo in range(0, n, batch_size):
+                seeds = torch.arange(lo, min(n, lo + batch_size))
+                b = sample_blocks(graph, seeds, [-1])
+                outs.append(layer(b.blocks[0], h.index_select(0, b.input_nodes.to(h.device))))
+            h = torch.cat(outs) if outs else h.new_zeros((0,) + h.shape[1:])
+            if between is not None and i + 1 < len(layers):
+                h = between(i, h)
+    return h

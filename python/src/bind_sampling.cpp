@@ -1,0 +1,92 @@
+/** \file Python binding of the neighbour sampler: blocks as bipartite seastar::Graphs. */
+#include <pybind11/stl.h>
+#include <torch/python.h>
+
+#include "core/graph/generators.h"
+#include "core/graph/graph_tensors.h"
+#include "core/sampling/neighbor_sampler.h"
+#include "core/util/errors.h"
+#include "python/src/bindings.h"
+
+namespace py = pybind11;
+
+namespace seastar::python {
+namespace {
+
+std::vector<int64_t> ids_of(const torch::Tensor& t, const char* what) {
+  if (t.is_floating_point() || t.is_complex() || t.scalar_type() == torch::kBool)
+    SEASTAR_THROW(TypeError, what, " must hold integer vertex ids, got ", t.scalar_type());
+  if (t.dim() != 1) SEASTAR_THROW(ValueError, what, " must be one-dimensional, got shape ", t.sizes());
+  auto c = t.to(torch::kCPU, torch::kLong).contiguous();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+torch::Tensor tensor_of(std::vector<int64_t>&& v) {
+  auto owner = new std::vector<int64_t>(std::move(v));
+  return torch::from_blob(
+      owner->data(), {static_cast<int64_t>(owner->size())}, [owner](void*) { delete owner; }, torch::kLong);
+}
+
+/// Samples and builds the block graphs without the GIL, so a loader thread overlaps training.
+py::list sample(const Graph& graph, const torch::Tensor& seeds, const sampling::Fanouts& fanouts, uint64_t seed,
+                bool replace, const std::optional<torch::Tensor>& weights) {
+  sampling::SamplerOptions o;
+  o.replace = replace;
+  o.seed = seed;
+  if (weights && weights->defined()) {
+    if (!weights->is_floating_point() || weights->dim() != 1)
+      SEASTAR_THROW(TypeError, "weights must be a one-dimensional floating-point tensor of edge weights");
+    auto w = weights->to(torch::kCPU, torch::kDouble).contiguous();
+    o.weights.assign(w.data_ptr<double>(), w.data_ptr<double>() + w.numel());
+  }
+  std::vector<int64_t> s = ids_of(seeds, "seeds");
+  struct Out {
+    Graph g;
+    std::vector<int64_t> nodes, eid;
+  };
+  std::vector<Out> outs;
+  {
+    py::gil_scoped_release nogil;
+    const GraphData& d = graph.data();
+    auto blocks = sampling::sample_neighbors(d, s, fanouts, o);
+    for (auto& b : blocks) {
+      GraphTypes types;
+      if (d.has_edge_types()) {
+        types.num_edge_types = d.types().num_edge_types;
+        types.edge_type.resize(b.eid.size());
+        for (size_t k = 0; k < b.eid.size(); ++k) types.edge_type[k] = d.types().edge_type[b.eid[k]];
+      }
+      const int64_t ns = b.num_src();
+      Graph g(GraphData::from_csc_bipartite(std::move(b.ptr), std::move(b.src), ns, std::move(types)));
+      outs.push_back({std::move(g), std::move(b.src_nodes), std::move(b.eid)});
+    }
+  }
+  py::list result;
+  for (auto& o2 : outs) result.append(py::make_tuple(o2.g, tensor_of(std::move(o2.nodes)), tensor_of(std::move(o2.eid))));
+  return result;
+}
+
+py::tuple sbm(int64_t num_nodes, double avg_degree, int64_t num_classes, double homophily, uint64_t seed) {
+  generators::LabelledGraph lg;
+  Graph g;
+  {
+    py::gil_scoped_release nogil;
+    lg = generators::sbm_node_classification(num_nodes, avg_degree, num_classes, homophily, seed);
+    g = Graph(GraphData::from_coo(std::move(lg.src), std::move(lg.dst), num_nodes));
+  }
+  return py::make_tuple(g, tensor_of(std::move(lg.label)));
+}
+
+}  // namespace
+
+void bind_sampling(py::module_& m) {
+  m.def("sbm_node_classification", &sbm, py::arg("num_nodes"), py::arg("avg_degree"), py::arg("num_classes"),
+        py::arg("homophily"), py::arg("seed"),
+        "A degree-corrected stochastic block model graph and its labels: (Graph, labels).");
+  m.def("sample_neighbors", &sample, py::arg("graph"), py::arg("seeds"), py::arg("fanouts"), py::arg("seed") = 0,
+        py::arg("replace") = false, py::arg("weights") = py::none(),
+        "Samples len(fanouts) hops of in-neighbours from `seeds`; returns [(block, src_nodes, edge_ids)] innermost "
+        "hop first. fanouts[h] is [k] or one k per relation; -1 takes every neighbour.");
+}
+
+}  // namespace seastar::python

@@ -1,0 +1,227 @@
+"""The neighbour sampler and the loader: sampled edges exist, counts and relabelling are right,
+draws are uniform (chi-square on a fixed graph) or follow the weights, and the same seed gives
+the same batches at any thread count."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import seastar as ss
+from seastar.loader import NeighborLoader, sample_blocks
+
+
+def _graph(n=60, e=600, seed=0, typed=False):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, n, (e,), generator=g)
+    dst = torch.randint(0, n, (e,), generator=g)
+    # a hub destination and repeated pairs
+    src = torch.cat([src, torch.arange(n), torch.full((5,), 3)])
+    dst = torch.cat([dst, torch.zeros(n, dtype=torch.long), torch.full((5,), 7)])
+    ei = torch.stack([src, dst])
+    if typed:
+        et = torch.randint(0, 3, (ei.shape[1],), generator=g)
+        return ss.Graph.from_edge_index(ei, num_nodes=n, edge_type=et, num_edge_types=3), ei, et
+    return ss.Graph.from_edge_index(ei, num_nodes=n), ei, None
+
+
+def _check_block(graph, ei, block, nodes, eids, dst_global, fanout, replace=False):
+    assert block.is_bipartite and block.num_dst == dst_global.numel() and block.num_src == nodes.numel()
+    assert torch.equal(nodes[: block.num_dst], dst_global)  # destinations first among the sources
+    assert torch.unique(nodes).numel() == nodes.numel()
+    bei = block.edge_index
+    # every sampled edge exists in the graph and relabels back to its original endpoints
+    assert torch.equal(nodes[bei[0]], ei[0, eids])
+    assert torch.equal(dst_global[bei[1]], ei[1, eids])
+    indeg = torch.bincount(ei[1], minlength=graph.num_nodes)
+    got = torch.bincount(bei[1], minlength=block.num_dst)
+    for i, v in enumerate(dst_global.tolist()):
+        d = int(indeg[v])
+        want = d if fanout < 0 else (min(fanout, d) if not replace else (fanout if d else 0))
+        assert int(got[i]) == want, (v, d, fanout)
+        mine = eids[bei[1] == i]
+        if not replace:
+            assert torch.unique(mine).numel() == mine.numel(), "an edge sampled twice without replacement"
+    # sources beyond the destinations are exactly the new neighbours
+    assert set(nodes[block.num_dst:].tolist()) == set(nodes[bei[0]].tolist()) - set(dst_global.tolist())
+
+
+@pytest.mark.parametrize("fanouts", [[3, 2], [-1], [5, -1, 1], [0, 2]])
+@pytest.mark.parametrize("replace", [False, True])
+def test_blocks_are_valid(fanouts, replace):
+    graph, ei, _ = _graph()
+    seeds = torch.tensor([0, 7, 3, 41, 59, 12])
+    b = sample_blocks(graph, seeds, fanouts, seed=11, replace=replace)
+    assert len(b.blocks) == len(fanouts)
+    assert torch.equal(b.seed_nodes, seeds) and torch.equal(b.input_nodes, b.src_nodes[0])
+    dst = seeds
+    # blocks are outermost first; hop k (fanouts[k]) made blocks[-1-k]
+    for k, f in enumerate(fanouts):
+        i = len(fanouts) - 1 - k
+        _check_block(graph, ei, b.blocks[i], b.src_nodes[i], b.edge_ids[i], dst, f, replace and f >= 0)
+        dst = b.src_nodes[i]
+
+
+def test_all_neighbours():
+    graph, ei, _ = _graph()
+    seeds = torch.arange(graph.num_nodes)
+    b = sample_blocks(graph, seeds, [-1])
+    assert b.blocks[0].num_edges == graph.num_edges
+    assert sorted(b.edge_ids[0].tolist()) == list(range(graph.num_edges))
+
+
+def test_same_seed_same_batches_at_any_thread_count():
+    graph, _, _ = _graph(n=500, e=8000)
+    seeds = torch.randperm(500, generator=torch.Generator().manual_seed(1))[:200]
+    old = torch.get_num_threads()
+    try:
+        runs = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            b = sample_blocks(graph, seeds, [4, 3], seed=99)
+            runs.append([(bl.edge_index, n, e) for bl, n, e in zip(b.blocks, b.src_nodes, b.edge_ids)])
+    finally:
+        torch.set_num_threads(old)
+    for (ea, na, ia), (eb, nb, ib) in zip(*runs):
+        assert torch.equal(ea, eb) and torch.equal(na, nb) and torch.equal(ia, ib)
+    other = sample_blocks(graph, seeds, [4, 3], seed=100)
+    assert not torch.equal(other.edge_ids[-1], runs[0][-1][2])
+
+
+def _chi_square(counts, probs, trials):
+    return sum((c - p * trials) ** 2 / (p * trials) for c, p in zip(counts, probs))
+
+
+# chi-square critical values at p = 0.001
+CRIT = {9: 27.88, 3: 16.27}
+
+
+def test_uniform_without_replacement_chi_square():
+    # destination 0 with 10 in-neighbours; fanout 3: each neighbour taken with probability 3/10
+    ei = torch.stack([torch.arange(1, 11), torch.zeros(10, dtype=torch.long)])
+    graph = ss.Graph.from_edge_index(ei, num_nodes=11)
+    counts = torch.zeros(10)
+    trials = 4000
+    for s in range(trials):
+        b = sample_blocks(graph, torch.tensor([0]), [3], seed=s)
+        counts[b.edge_ids[0]] += 1
+    assert counts.sum() == 3 * trials
+    stat = _chi_square(counts.tolist(), [0.1] * 10, 3 * trials)
+    assert stat < CRIT[9], stat
+
+
+def test_weighted_with_replacement_follows_the_weights():
+    ei = torch.stack([torch.arange(1, 5), torch.zeros(4, dtype=torch.long)])
+    graph = ss.Graph.from_edge_index(ei, num_nodes=5)
+    w = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    counts = torch.zeros(4)
+    trials = 3000
+    for s in range(trials):
+        b = sample_blocks(graph, torch.tensor([0]), [2], seed=s, replace=True, weights=w)
+        counts += torch.bincount(b.edge_ids[0], minlength=4)
+    stat = _chi_square(counts.tolist(), (w / w.sum()).tolist(), 2 * trials)
+    assert stat < CRIT[3], stat
+
+
+def test_weighted_without_replacement_never_takes_zero_weights():
+    ei = torch.stack([torch.arange(1, 7), torch.zeros(6, dtype=torch.long)])
+    graph = ss.Graph.from_edge_index(ei, num_nodes=7)
+    w = torch.tensor([0.0, 1.0, 5.0, 0.0, 1.0, 1.0])
+    heavy = 0
+    for s in range(500):
+        got = sample_blocks(graph, torch.tensor([0]), [2], seed=s, weights=w).edge_ids[0].tolist()
+        assert len(got) == 2 and len(set(got)) == 2 and 0 not in got and 3 not in got
+        heavy += 2 in got
+    assert heavy > 400  # P(edge 2 among 2 of weights 1,5,1,1) ~ 0.92
+
+
+def test_per_relation_fanouts():
+    graph, ei, et = _graph(typed=True)
+    seeds = torch.tensor([0, 7, 5])
+    b = sample_blocks(graph, seeds, [[2, 0, 1]], seed=3)
+    blk, eids = b.blocks[0], b.edge_ids[0]
+    assert torch.equal(blk.edge_type, et[eids])  # edge types follow the sampled edges
+    for i, v in enumerate(seeds.tolist()):
+        mine = eids[blk.edge_index[1] == i]
+        for r, f in enumerate([2, 0, 1]):
+            have = int(((ei[1] == v) & (et == r)).sum())
+            assert int((et[mine] == r).sum()) == min(f, have)
+
+
+def test_sampler_errors():
+    graph, _, _ = _graph()
+    with pytest.raises(ValueError, match=r"seed\[1\] = 60 is out of range"):
+        sample_blocks(graph, torch.tensor([0, 60]), [2])
+    with pytest.raises(ValueError, match="appears twice"):
+        sample_blocks(graph, torch.tensor([1, 1]), [2])
+    with pytest.raises(ValueError, match="must be >= 0, or -1"):
+        sample_blocks(graph, torch.tensor([1]), [-2])
+    with pytest.raises(ValueError, match="one per relation"):
+        sample_blocks(graph, torch.tensor([1]), [[1, 2]])
+    with pytest.raises(ValueError, match="weights has 3 entries"):
+        sample_blocks(graph, torch.tensor([1]), [2], weights=torch.ones(3))
+    with pytest.raises(TypeError, match="integer vertex ids"):
+        sample_blocks(graph, torch.tensor([1.0]), [2])
+
+
+def test_loader_uses_every_seed_once_per_epoch():
+    graph, _, _ = _graph()
+    x = torch.randn(graph.num_nodes, 4)
+    y = torch.randint(0, 3, (graph.num_nodes,))
+    mask = torch.zeros(graph.num_nodes, dtype=torch.bool)
+    mask[::3] = True
+    loader = NeighborLoader((graph, x, y), num_neighbors=[3, 2], batch_size=7, input_nodes=mask, seed=5)
+    assert len(loader) == math.ceil(int(mask.sum()) / 7)
+    epochs = []
+    for _ in range(2):
+        seen = []
+        for batch in loader:
+            assert torch.equal(batch.x, x[batch.input_nodes]) and torch.equal(batch.y, y[batch.seed_nodes])
+            assert batch.blocks[-1].num_dst == batch.batch_size
+            seen.append(batch.seed_nodes)
+        seen = torch.cat(seen)
+        assert sorted(seen.tolist()) == mask.nonzero().view(-1).tolist()
+        epochs.append(seen)
+    assert not torch.equal(epochs[0], epochs[1])  # shuffled anew each epoch
+    again = NeighborLoader((graph, x, y), num_neighbors=[3, 2], batch_size=7, input_nodes=mask, seed=5, prefetch=0)
+    assert torch.equal(torch.cat([b.seed_nodes for b in again]), epochs[0])  # same seed, same batches
+    assert loader.stats["batches"] == len(loader)
+
+
+def test_loader_stops_cleanly_and_reports_errors():
+    graph, _, _ = _graph()
+    loader = NeighborLoader((graph, None, None), num_neighbors=[2], batch_size=4, prefetch=1)
+    for i, _ in enumerate(loader):
+        if i == 2:
+            break  # the background thread must not hang
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        NeighborLoader((graph, None, None), num_neighbors=[2], batch_size=0)
+    with pytest.raises(ValueError, match="one row per vertex"):
+        NeighborLoader((graph, torch.randn(3, 2), None), num_neighbors=[2])
+    bad = NeighborLoader((graph, None, None), num_neighbors=[-5], batch_size=4)
+    with pytest.raises(ValueError, match="must be >= 0, or -1"):
+        list(bad)  # raised on the loader thread, re-raised here
+
+
+def test_layerwise_inference_equals_full_graph():
+    graph, _, _ = _graph()
+    x = torch.randn(graph.num_nodes, 5, dtype=torch.float64)
+    convs = [ss.nn.SAGEConv(5, 6).double(), ss.nn.SAGEConv(6, 3).double()]
+    with torch.no_grad():
+        full = convs[1](graph, torch.relu(convs[0](graph, x)))
+    got = ss.loader.layerwise_inference(convs, graph, x, batch_size=13, between=lambda i, h: torch.relu(h))
+    torch.testing.assert_close(got, full, rtol=1e-10, atol=1e-10)
+
+
+def test_synthetic_dataset_is_deterministic_and_homophilous():
+    a = ss.datasets.synthetic_node_classification(2000, avg_degree=8, num_classes=4, num_features=6, seed=3)
+    b = ss.datasets.synthetic_node_classification(2000, avg_degree=8, num_classes=4, num_features=6, seed=3)
+    assert torch.equal(a.edge_index, b.edge_index) and torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
+    assert a.graph.num_edges == 16000 and a.x.shape == (2000, 6) and a.num_classes == 4
+    ei = a.edge_index
+    same = (a.y[ei[0]] == a.y[ei[1]]).double().mean().item()
+    assert 0.75 < same < 0.85  # homophily 0.8
+    assert not (a.train_mask & a.test_mask).any() and (a.train_mask | a.val_mask | a.test_mask).all()
+    c = ss.datasets.synthetic_node_classification(2000, avg_degree=8, num_classes=4, num_features=6, seed=4)
+    assert not torch.equal(a.edge_index, c.edge_index)
