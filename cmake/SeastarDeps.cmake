@@ -4,15 +4,11 @@
 # SEASTAR_SPDLOG_HEADER_ONLY=ON uses the headers even where the library exists: the extension
 # then needs no libspdlog/libfmt at run time (a wheel for machines without those packages).
 # It changes the compile flags of every file, so it is off where builds share a compiler cache.
-# SEASTAR_SPDLOG_LINKED records, for the installed seastarConfig.cmake, whether the libraries
-# must be found again by a consuming project.
 option(SEASTAR_SPDLOG_HEADER_ONLY "Use spdlog and fmt header-only even where the libraries are installed" OFF)
-set(SEASTAR_SPDLOG_LINKED OFF)
 if(NOT SEASTAR_SPDLOG_HEADER_ONLY)
   find_package(spdlog CONFIG QUIET)
 endif()
 if(spdlog_FOUND)
-  set(SEASTAR_SPDLOG_LINKED ON)
   add_library(seastar_spdlog INTERFACE)
   target_link_libraries(seastar_spdlog INTERFACE spdlog::spdlog)
 else()

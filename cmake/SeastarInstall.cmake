@@ -24,10 +24,12 @@ set(SEASTAR_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/seastar CACHE STRING
 
 # The exported targets: seastar_runtime and every library of this project it links, found by
 # walking the link graph, so that a library added to the runtime later is exported without
-# being listed here. Imported targets (spdlog::spdlog) are found again by seastarConfig.cmake.
-function(seastar_link_closure root out)
+# being listed here. The imported targets they link (`imported`: spdlog::spdlog, ...) are found
+# again by seastarConfig.cmake.
+function(seastar_link_closure root out imported_out)
   set(todo ${root})
   set(seen "")
+  set(imported_seen "")
   while(todo)
     list(POP_FRONT todo t)
     get_target_property(real ${t} ALIASED_TARGET)
@@ -35,6 +37,9 @@ function(seastar_link_closure root out)
       set(t ${real})
     endif()
     get_target_property(imported ${t} IMPORTED)
+    if(imported AND NOT t IN_LIST imported_seen)
+      list(APPEND imported_seen ${t})
+    endif()
     if(t IN_LIST seen OR imported)
       continue()
     endif()
@@ -57,7 +62,13 @@ function(seastar_link_closure root out)
     endforeach()
   endwhile()
   set(${out} ${seen} PARENT_SCOPE)
+  set(${imported_out} ${imported_seen} PARENT_SCOPE)
 endfunction()
+
+# How seastarConfig.cmake finds each imported target again, as find_dependency() arguments.
+set(_seastar_dependency_spdlog::spdlog "spdlog CONFIG")        # Debian's libspdlog-dev
+set(_seastar_dependency_OpenMP::OpenMP_CXX "OpenMP COMPONENTS CXX")
+set(_seastar_dependency_Threads::Threads "Threads")
 
 # The libraries give the checkout (and the build tree) as their include directories; those are
 # build-tree paths, which an export must not carry: wrap them in $<BUILD_INTERFACE:...>. The
@@ -83,7 +94,15 @@ endfunction()
 # this tree keeps using the source paths ("kernels/nn.h"), so the build's compile commands (and
 # the compiler cache they share across checkouts) are the same with or without these rules.
 
-seastar_link_closure(seastar_runtime _seastar_exported)
+seastar_link_closure(seastar_runtime _seastar_exported _seastar_imported)
+set(SEASTAR_FIND_DEPENDENCIES "")
+foreach(t ${_seastar_imported})
+  if(NOT DEFINED _seastar_dependency_${t})
+    message(FATAL_ERROR "seastar_runtime links the imported target ${t}: say in "
+      "cmake/SeastarInstall.cmake how an installed seastarConfig.cmake finds it (_seastar_dependency_${t})")
+  endif()
+  string(APPEND SEASTAR_FIND_DEPENDENCIES "find_dependency(${_seastar_dependency_${t}})\n")
+endforeach()
 foreach(t ${_seastar_exported})
   seastar_build_tree_includes(${t})
   get_target_property(name ${t} EXPORT_NAME)
