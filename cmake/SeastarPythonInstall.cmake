@@ -10,7 +10,12 @@
 #
 # Only wheel builds (SKBUILD) define these rules by default: a plain `cmake --install` is the C++
 # library's, and the development extension beside the checkout's sources is not an installable one.
-option(SEASTAR_INSTALL_PYTHON_PACKAGE "Install the Python package (component python)" ${SKBUILD})
+if(SKBUILD)  # scikit-build-core sets it to 2, which option() would read as OFF
+  set(_default ON)
+else()
+  set(_default OFF)
+endif()
+option(SEASTAR_INSTALL_PYTHON_PACKAGE "Install the Python package (component python)" ${_default})
 if(NOT SEASTAR_INSTALL_PYTHON_PACKAGE)
   return()
 endif()

@@ -21,6 +21,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -85,7 +86,10 @@ def wheel(tmp_path_factory) -> Path:
     stale = ROOT / "build-wheel" / "CMakeCache.txt"  # CMake keeps the compiler of a tree's first configure
     if "CXX" in env and stale.is_file() and f"CMAKE_CXX_COMPILER:FILEPATH={env['CXX']}\n" not in stale.read_text():
         shutil.rmtree(ROOT / "build-wheel")
-    _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w", out, ROOT],
+    # the development build's extra CMake options (scripts/setup.sh), for the same configuration
+    extra = shlex.split(os.environ.get("SEASTAR_CMAKE_ARGS", ""))
+    config = ["-C", "cmake.args=" + ";".join(extra)] if extra else []
+    _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", *config, "-w", out, ROOT],
          timeout=3600, env=env, cwd=out)
     wheels = list(out.glob("seastar-*.whl"))
     assert len(wheels) == 1, wheels
