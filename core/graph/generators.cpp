@@ -16,9 +16,12 @@ inline uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-/// The i-th uniform double in [0, 1) of stream `what` for this seed.
-inline double uniform(uint64_t seed, uint64_t what, uint64_t i) {
-  return static_cast<double>(mix(mix(seed * 0x100000001b3ull + what) ^ i) >> 11) * (1.0 / 9007199254740992.0);
+/// The key of stream `what` for this seed (computed once per stream, not per draw).
+inline uint64_t stream(uint64_t seed, uint64_t what) { return mix(seed * 0x100000001b3ull + what); }
+
+/// The i-th uniform double in [0, 1) of a stream.
+inline double uniform(uint64_t key, uint64_t i) {
+  return static_cast<double>(mix(key ^ i) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /// Vose's alias table over `w`: O(1) weighted draws.
@@ -70,10 +73,12 @@ LabelledGraph sbm_node_classification(int64_t num_nodes, double avg_degree, int6
   // classes of equal expected size; propensities Pareto(2.5) capped so no vertex takes a
   // noticeable share of all edges
   const double cap = std::max(10.0, std::sqrt(static_cast<double>(num_nodes)));
+  uint64_t key[9];
+  for (uint64_t w = 0; w < 9; ++w) key[w] = stream(seed, w);
 #pragma omp parallel for schedule(static)
   for (int64_t v = 0; v < num_nodes; ++v) {
-    g.label[v] = std::min<int64_t>(num_classes - 1, static_cast<int64_t>(uniform(seed, 1, v) * num_classes));
-    theta[v] = std::min(cap, std::pow(1.0 - uniform(seed, 2, v), -1.0 / 1.5));
+    g.label[v] = std::min<int64_t>(num_classes - 1, static_cast<int64_t>(uniform(key[1], v) * num_classes));
+    theta[v] = std::min(cap, std::pow(1.0 - uniform(key[2], v), -1.0 / 1.5));
   }
   // per class: its members and an alias table over their propensities
   std::vector<std::vector<int64_t>> members(num_classes);
@@ -92,14 +97,14 @@ LabelledGraph sbm_node_classification(int64_t num_nodes, double avg_degree, int6
   g.dst.resize(E);
 #pragma omp parallel for schedule(static)
   for (int64_t e = 0; e < E; ++e) {
-    const int64_t d = all.draw(uniform(seed, 3, e), uniform(seed, 4, e));
+    const int64_t d = all.draw(uniform(key[3], e), uniform(key[4], e));
     int64_t c = g.label[d];
-    if (num_classes > 1 && uniform(seed, 5, e) >= homophily) {
-      const int64_t other = std::min<int64_t>(num_classes - 2, static_cast<int64_t>(uniform(seed, 6, e) * (num_classes - 1)));
+    if (num_classes > 1 && uniform(key[5], e) >= homophily) {
+      const int64_t other = std::min<int64_t>(num_classes - 2, static_cast<int64_t>(uniform(key[6], e) * (num_classes - 1)));
       c = other >= c ? other + 1 : other;
     }
     if (members[c].empty()) c = g.label[d];
-    const int64_t k = within[c].draw(uniform(seed, 7, e), uniform(seed, 8, e));
+    const int64_t k = within[c].draw(uniform(key[7], e), uniform(key[8], e));
     g.src[e] = members[c][k];
     g.dst[e] = d;
   }

@@ -41,11 +41,16 @@ std::vector<int64_t> counting_sort(const std::vector<int64_t>& in, const std::ve
   return out;
 }
 
+/// Centres by decreasing degree, ties by id: a counting sort over degrees, O(N + max degree)
+/// (a sampled block's graph is built every batch, so this must not be N log N).
 void set_degree_order(Adjacency& adj, int64_t num_nodes) {
+  int64_t max_deg = 0;
+  for (int64_t v = 0; v < num_nodes; ++v) max_deg = std::max(max_deg, adj.degree(v));
+  std::vector<int64_t> start(max_deg + 2, 0);
+  for (int64_t v = 0; v < num_nodes; ++v) ++start[max_deg - adj.degree(v) + 1];
+  std::partial_sum(start.begin(), start.end(), start.begin());
   adj.degree_order.resize(num_nodes);
-  std::iota(adj.degree_order.begin(), adj.degree_order.end(), 0);
-  std::stable_sort(adj.degree_order.begin(), adj.degree_order.end(),
-                   [&](int64_t a, int64_t b) { return adj.degree(a) > adj.degree(b); });
+  for (int64_t v = 0; v < num_nodes; ++v) adj.degree_order[start[max_deg - adj.degree(v)]++] = v;
 }
 
 void fill_adjacency(Adjacency& adj, const std::vector<int64_t>& centre, const std::vector<int64_t>& other,

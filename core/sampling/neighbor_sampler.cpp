@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <unordered_map>
 
 #include "core/util/errors.h"
 
@@ -171,20 +170,25 @@ std::vector<SampledBlock> sample_neighbors(const GraphData& g, const std::vector
     blk.src.resize(E);
     blk.eid.resize(E);
     blk.src_nodes = frontier;
-    std::unordered_map<int64_t, int64_t> local;
-    local.reserve(static_cast<size_t>(D + E));
-    for (int64_t i = 0; i < D; ++i) local.emplace(frontier[i], i);
+    // global -> local ids in a per-thread array over the graph's vertices, reset after use (only
+    // the touched entries), cheaper than a hash map for the tens of thousands of ids of a hop
+    static thread_local std::vector<int64_t> local;
+    if (static_cast<int64_t>(local.size()) < g.num_nodes()) local.assign(static_cast<size_t>(g.num_nodes()), -1);
+    for (int64_t i = 0; i < D; ++i) local[frontier[i]] = i;
     for (int64_t i = 0; i < D; ++i) {
       int64_t k = blk.ptr[i];
       for (int64_t slot : picked[i]) {
         const int64_t u = in.nbr[slot];
-        auto [it, fresh] = local.emplace(u, static_cast<int64_t>(blk.src_nodes.size()));
-        if (fresh) blk.src_nodes.push_back(u);
-        blk.src[k] = it->second;
+        if (local[u] < 0) {
+          local[u] = static_cast<int64_t>(blk.src_nodes.size());
+          blk.src_nodes.push_back(u);
+        }
+        blk.src[k] = local[u];
         blk.eid[k] = in.eid[slot];
         ++k;
       }
     }
+    for (int64_t u : blk.src_nodes) local[u] = -1;
     frontier = blk.src_nodes;
     blocks.push_back(std::move(blk));
   }

@@ -1,0 +1,87 @@
+/** \file The C++ neighbour sampler and bipartite graph storage, without torch. */
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "core/graph/graph.h"
+#include "core/sampling/neighbor_sampler.h"
+#include "core/util/errors.h"
+
+namespace seastar {
+namespace {
+
+std::shared_ptr<const GraphData> ring_with_hub(int64_t n) {
+  std::vector<int64_t> s, d;
+  for (int64_t v = 0; v < n; ++v) {
+    s.push_back(v), d.push_back((v + 1) % n);  // a ring
+    s.push_back(v), d.push_back(0);            // vertex 0 is a hub
+  }
+  return GraphData::from_coo(s, d, n);
+}
+
+TEST(Bipartite, SizesAndIndices) {
+  auto g = GraphData::from_coo_bipartite({0, 4, 2, 4}, {1, 0, 1, 1}, 5, 2);
+  EXPECT_TRUE(g->is_bipartite());
+  EXPECT_EQ(g->num_src(), 5);
+  EXPECT_EQ(g->num_dst(), 2);
+  EXPECT_EQ(g->in().ptr.size(), 3u);   // num_dst centres
+  EXPECT_EQ(g->out().ptr.size(), 6u);  // num_src centres
+  EXPECT_EQ(g->in().degree(1), 3);
+  EXPECT_EQ(g->out().degree(4), 2);
+  EXPECT_THROW(g->num_nodes(), ValueError);
+  EXPECT_THROW(GraphData::from_coo_bipartite({0}, {2}, 5, 2), ValueError);
+  auto loops = g->add_self_loops();
+  EXPECT_EQ(loops->num_edges(), 6);
+  EXPECT_EQ(loops->num_dst(), 2);
+}
+
+TEST(Bipartite, FromCscKeepsTheInEdgeOrder) {
+  auto g = GraphData::from_csc_bipartite({0, 2, 2, 3}, {4, 1, 0}, 5);
+  EXPECT_EQ(g->num_dst(), 3);
+  EXPECT_EQ(g->in().nbr, (std::vector<int64_t>{4, 1, 0}));
+  EXPECT_EQ(g->in().eid, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(g->dst(), (std::vector<int64_t>{0, 0, 2}));
+  EXPECT_EQ(g->out().degree(4), 1);
+  EXPECT_THROW(GraphData::from_csc_bipartite({0, 2}, {4}, 5), ValueError);
+  EXPECT_THROW(GraphData::from_csc_bipartite({0, 1}, {5}, 5), ValueError);
+}
+
+TEST(Sampler, CountsRelabellingAndDeterminism) {
+  auto g = ring_with_hub(50);
+  sampling::SamplerOptions o;
+  o.seed = 7;
+  auto blocks = sampling::sample_neighbors(*g, {0, 3, 9}, {{4}, {2}}, o);
+  ASSERT_EQ(blocks.size(), 2u);
+  const auto& b = blocks[0];
+  EXPECT_EQ(b.num_dst, 3);
+  EXPECT_EQ(b.ptr[1] - b.ptr[0], 4);  // the hub: 4 of its 51 in-edges
+  EXPECT_EQ(b.ptr[2] - b.ptr[1], 1);  // vertex 3: its one in-edge (2 -> 3)
+  EXPECT_EQ(std::vector<int64_t>(b.src_nodes.begin(), b.src_nodes.begin() + 3), (std::vector<int64_t>{0, 3, 9}));
+  for (int64_t i = 0; i < b.num_dst; ++i) {
+    std::set<int64_t> seen;
+    for (int64_t k = b.ptr[i]; k < b.ptr[i + 1]; ++k) {
+      EXPECT_EQ(g->src()[b.eid[k]], b.src_nodes[b.src[k]]);
+      EXPECT_EQ(g->dst()[b.eid[k]], b.src_nodes[i]);
+      EXPECT_TRUE(seen.insert(b.eid[k]).second);
+    }
+  }
+  EXPECT_EQ(blocks[1].num_dst, b.num_src());  // the next hop starts from this block's sources
+  auto again = sampling::sample_neighbors(*g, {0, 3, 9}, {{4}, {2}}, o);
+  EXPECT_EQ(again[1].eid, blocks[1].eid);
+  EXPECT_EQ(again[1].src_nodes, blocks[1].src_nodes);
+}
+
+TEST(Sampler, BadInputIsAValueError) {
+  auto g = ring_with_hub(10);
+  sampling::SamplerOptions o;
+  EXPECT_THROW(sampling::sample_neighbors(*g, {10}, {{2}}, o), ValueError);
+  EXPECT_THROW(sampling::sample_neighbors(*g, {1, 1}, {{2}}, o), ValueError);
+  EXPECT_THROW(sampling::sample_neighbors(*g, {1}, {}, o), ValueError);
+  EXPECT_THROW(sampling::sample_neighbors(*g, {1}, {{-3}}, o), ValueError);
+  o.weights = {1.0};
+  EXPECT_THROW(sampling::sample_neighbors(*g, {1}, {{2}}, o), ValueError);
+}
+
+}  // namespace
+}  // namespace seastar
