@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # Every test: set up (install what is missing, build), then the C++ tests (ctest) and the
-# Python tests (pytest). Extra arguments go to pytest (e.g. -k gat).
+# Python tests (pytest), including the PyG compatibility tests. Extra arguments go to pytest
+# (e.g. -k gat).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+# tests/compat compares seastar.nn with PyTorch Geometric (pure Python, pinned there; kept out of
+# requirements.txt, whose hash keys the shared venv); without network the folder is skipped
+if ! "$SEASTAR_PY" -c 'import torch_geometric' 2>/dev/null; then
+  echo "== installing PyTorch Geometric for tests/compat"
+  "$SEASTAR_PY" -m pip install -q -r "$ROOT/tests/compat/requirements.txt" \
+    || echo "(could not install it: tests/compat will be skipped)"
+fi
 echo "== C++ tests (ctest)"
 (cd "$SEASTAR_BUILD_DIR" && ctest --output-on-failure -j "$(nproc)")
 echo "== Python tests (pytest)"
 cd "$ROOT"
-"$SEASTAR_PY" -m pytest -q tests/python "$@"
+"$SEASTAR_PY" -m pytest -q tests/python tests/compat "$@"

@@ -72,9 +72,10 @@ def gcn_weights(ei, n):
 
 
 def ref_gcn(ei, n, x, layer, add_self_loops=True, normalize=True):
+    """Self loops as PyG's add_remaining_self_loops: exactly one per vertex (existing ones kept)."""
     h = x @ layer.lin.weight.t()
     if normalize:
-        ei = with_loops(ei, n) if add_self_loops else ei
+        ei = with_loops(ei, n, remove_existing=True) if add_self_loops else ei
         out = scatter_sum(h[ei[0]] * gcn_weights(ei, n)[:, None], ei[1], n)
     else:
         out = scatter_sum(h[ei[0]], ei[1], n)
@@ -120,7 +121,7 @@ def ref_gin(ei, n, x, layer):
 
 
 def ref_appnp(ei, n, x, K, alpha):
-    ei = with_loops(ei, n)
+    ei = with_loops(ei, n, remove_existing=True)
     w = gcn_weights(ei, n)[:, None]
     h = x
     for _ in range(K):

@@ -8,6 +8,11 @@ All graph work (propagation, attention softmax, aggregation) is a vertex program
 fused backend when available and the reference backend (plain torch) otherwise; dense work
 (``x @ W``, biases, feature dropout) is ordinary torch around it. Each layer has a ``backend``
 attribute (``None`` = the program's default, "auto") to force "fused" or "reference".
+
+The layers are also drop-ins for PyG's: ``conv(x, edge_index)``, sparse ``adj_t``, ``Data``
+objects, bipartite ``(x_src, x_dst)`` pairs, ``size``, edge weights and features, PyG's
+constructor options and parameter names (state dicts load both ways); see the README's "Coming
+from PyG" and ``_inputs.py``.
 """
 from .appnp import APPNP
 from .gat_conv import GATConv

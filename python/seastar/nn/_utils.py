@@ -1,10 +1,10 @@
-"""Helpers shared by the layers of ``seastar.nn``: PyG-style initialisers, a per-graph cache
-and the GCN normalisation (computed once per graph, then reused every forward pass)."""
+"""Helpers shared by the layers of ``seastar.nn``: PyG-style initialisers, a per-graph cache,
+dropout masks and a dense-or-sparse linear map."""
 from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -78,39 +78,6 @@ class GraphCache:
     def __setstate__(self, state):
         self.maxsize = state["maxsize"]
         self._d = OrderedDict()
-
-
-def self_loop_graph(cache: GraphCache, graph: Graph, remove_existing: bool = False) -> Graph:
-    """``graph`` with one self loop per vertex appended, built once per graph.
-
-    ``remove_existing`` first drops the graph's own self loops (PyG's GATConv does this)."""
-    def make():
-        g = graph.remove_self_loops()[0] if remove_existing else graph
-        return g.add_self_loops()
-    return cache.get(("loops", remove_existing, graph_uid(graph)), make)
-
-
-def gcn_norm(cache: GraphCache, graph: Graph, add_self_loops: bool, device, dtype) -> Tuple[Graph, torch.Tensor]:
-    """The graph GCN propagates over and its symmetric edge weights [E', 1], cached per graph.
-
-    ``w[e] = d(src)^-1/2 * d(dst)^-1/2`` with ``d`` the in-degree in the propagated graph,
-    which is ``A + I`` (``graph.add_self_loops()``) when ``add_self_loops``. This is one-time
-    preprocessing of the graph's structure, O(N + E), so it is plain torch.
-    """
-    uid = graph_uid(graph)
-
-    def make_base():
-        g = graph.add_self_loops() if add_self_loops else graph
-        deg = g.in_degrees().to(torch.float64)
-        dinv = deg.pow(-0.5)
-        dinv.masked_fill_(deg == 0, 0.0)
-        ei = g.edge_index.long()
-        w = (dinv[ei[0]] * dinv[ei[1]]).unsqueeze(-1)
-        return g, w
-
-    g, w64 = cache.get(("gcn_norm", add_self_loops, uid), make_base)
-    w = cache.get(("gcn_norm_w", add_self_loops, uid, str(device), dtype), lambda: w64.to(device=device, dtype=dtype))
-    return g, w
 
 
 def dropout_mask(shape, p: float, like: torch.Tensor) -> torch.Tensor:

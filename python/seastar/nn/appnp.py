@@ -8,9 +8,12 @@ import torch
 from torch import nn
 
 from .. import ops as ss
-from ..graph import Graph
 from ..program import VertexProgram, vertex_program
-from ._utils import GraphCache, check_graph, dropout_mask, gcn_norm
+from ._gcn_norm import edge_weights, gcn_norm
+from ._inputs import Batch, normalise_call, resolve, split_features
+from ._precision import float32_inside
+from ._structure import FLOWS, is_sparse_tensor_like
+from ._utils import GraphCache, dropout_mask
 
 
 @functools.lru_cache(maxsize=None)
@@ -25,49 +28,84 @@ def appnp_step(alpha: float) -> VertexProgram:
 
 class APPNP(nn.Module):
     r"""APPNP propagation: ``h^0 = x``, ``h^{k+1} = (1 - alpha) * A_hat h^k + alpha * x`` for K
-    steps, ``A_hat = D^-1/2 (A + I) D^-1/2`` (as in :class:`GCNConv`, cached per graph uid).
+    steps, ``A_hat = D^-1/2 (A + I) D^-1/2`` as in :class:`GCNConv` (PyG's self-loop rules,
+    optional edge weights, cached per graph uid; ``cached=True`` reuses the first call's
+    normalised graph for every later call, as in PyG; ``normalize=False`` propagates with the
+    raw weights, 1 without ``edge_weight``).
 
     No parameters: a predictor MLP goes before it. Each step is one call of a vertex program that
-    computes the propagation and the teleport term together. ``dropout`` is DropEdge-style
-    dropout on ``A_hat`` in training, a fresh mask per step (PyG reuses and re-scales one edge
-    weight tensor across steps; an independent mask per step is what the APPNP paper describes).
+    computes the propagation and the teleport term together. ``dropout`` (in [0, 1]) is
+    DropEdge-style dropout on ``A_hat`` in training, a fresh mask per step (PyG re-drops the
+    previous step's already dropped weights; an independent mask per step is what the APPNP
+    paper describes; with ``dropout=1`` both give ``alpha * x``).
 
-    Memory per forward + backward (floats; N vertices, E' = E + N edges, F channels, K steps):
-    fused backend ``(K + 1)*N*F`` (every step's output is kept for backward) + the same for
-    gradients, plus ``E'`` cached edge weights (and ``K*E'`` dropout masks when training with
+    Calls: ``prop(graph, x[, edge_weight])``, PyG's ``prop(x, edge_index[, edge_weight])``,
+    ``prop(x, adj_t)``, ``prop(data)``; ``x`` [N, F] or [B, N, F] (one graph, a batch of signals).
+
+    Memory per forward + backward (floats; N vertices, E' = edges with self loops, F channels,
+    K steps): fused backend ``(K + 1)*N*F`` (every step's output is kept for backward) + the same
+    for gradients, plus ``E'`` edge weights (and ``K*E'`` dropout masks when training with
     ``dropout > 0``): O(K*N*F + E'), no O(E*F) tensor. The reference backend materialises the
-    messages of each step, O(K*E'*F) in forward and backward.
+    messages of each step, O(K*E'*F).
     """
 
-    def __init__(self, K: int, alpha: float, dropout: float = 0.0, add_self_loops: bool = True,
-                 normalize: bool = True, backend: Optional[str] = None):
+    def __init__(self, K: int, alpha: float, dropout: float = 0.0, cached: bool = False,
+                 add_self_loops: bool = True, normalize: bool = True, flow: str = "source_to_target",
+                 backend: Optional[str] = None):
         super().__init__()
         if K < 0:
             raise ValueError(f"APPNP: K must be >= 0, got {K}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"APPNP: dropout must be in [0, 1), got {dropout}")
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"APPNP: dropout must be in [0, 1], got {dropout}")
+        if flow not in FLOWS:
+            raise ValueError(f"APPNP: flow must be one of {FLOWS}, got {flow!r}")
         self.K, self.alpha, self.dropout = int(K), float(alpha), float(dropout)
-        self.add_self_loops, self.normalize = add_self_loops, normalize
+        self.cached, self.add_self_loops, self.normalize, self.flow = bool(cached), add_self_loops, normalize, flow
         self.backend = backend
         self._graph_cache = GraphCache(16)
+        self._cached_edge_index = None
+        self._cached_adj_t = None
 
     def reset_parameters(self) -> None:
-        pass
+        self._cached_edge_index = None
+        self._cached_adj_t = None
 
-    def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
-        check_graph("APPNP", graph, x)
-        if self.normalize:
-            g, w = gcn_norm(self._graph_cache, graph, self.add_self_loops, x.device, x.dtype)
-        else:
-            g, w = graph, x.new_ones(graph.num_edges, 1)
+    @float32_inside
+    def forward(self, x, edge_index=None, edge_weight: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``forward(graph, x, edge_weight=None)`` or PyG's ``forward(x, edge_index, edge_weight=None)``."""
+        x, edge_index, extra = normalise_call("APPNP", x, edge_index, edge_weight=edge_weight)
+        split_features("APPNP", x, bipartite_ok=False)
+        x, batch = Batch.fold(x)
+        s, w = self._propagation(x, edge_index, extra["edge_weight"])
         step = appnp_step(self.alpha)
-        h = x
+        g, h0 = s.graph, s.src(x)
+        h = h0
         for _ in range(self.K):
             wk = w
             if self.training and self.dropout > 0.0:
                 wk = w * dropout_mask(w.shape, self.dropout, w)
-            h = step(g, backend=self.backend, h=h, w=wk, h0=x)
-        return h
+            h = step(g, backend=self.backend, h=h, w=wk, h0=h0)
+        h = s.out(h)
+        return batch.unfold(h) if batch is not None else h
+
+    def _propagation(self, x, edge_index, edge_weight):
+        if not self.normalize:
+            s = resolve("APPNP", x, x, edge_index, flow=self.flow)
+            w = edge_weights(s, edge_weight, "APPNP")
+            w = x.new_ones(s.num_edges) if w is None else w.to(x.dtype)
+            return s, w.unsqueeze(-1)
+        sparse_like = is_sparse_tensor_like(edge_index)
+        hit = self._cached_adj_t if sparse_like else self._cached_edge_index
+        if hit is not None:
+            return hit
+        s = resolve("APPNP", x, x, edge_index, flow=self.flow)
+        result = gcn_norm(self._graph_cache, s, edge_weight, self.add_self_loops, False, x.dtype, x.device, "APPNP")
+        if self.cached:
+            if sparse_like:
+                self._cached_adj_t = result
+            else:
+                self._cached_edge_index = result
+        return result
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(K={self.K}, alpha={self.alpha})"

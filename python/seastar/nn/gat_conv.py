@@ -2,34 +2,53 @@
 from __future__ import annotations
 
 import functools
-from typing import Optional
+import logging
+from typing import Optional, Union
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .. import ops as ss
-from ..graph import Graph
 from ..program import VertexProgram, vertex_program
-from ._utils import GraphCache, check_graph, dropout_mask, glorot, linear, self_loop_graph, zeros
+from ._inputs import normalise_call, resolve, split_features
+from ._linear import Linear
+from ._loops import loop_values, with_loops
+from ._precision import float32_inside
+from ._utils import GraphCache, dropout_mask, glorot, zeros
+from .gcn_conv import weighted_sum
+from .softmax import edge_softmax
+
+log = logging.getLogger("seastar")
 
 
 @functools.lru_cache(maxsize=None)
-def gat_program(negative_slope: float, attention_dropout: bool) -> VertexProgram:
-    """The GAT aggregation for one slope; with ``attention_dropout`` it also reads a mask ``e.m``.
+def gat_program(negative_slope: float, attention_dropout: bool, has_dst: bool = True,
+                has_edge: bool = False) -> VertexProgram:
+    """The GAT aggregation for one slope. Scores are ``el[src] (+ er[dst]) (+ ea[e])``; with
+    ``attention_dropout`` the attention is multiplied by a per-edge mask ``e.m``.
 
     Programs are traced per signature of the bound tensors; the slope is a constant baked into
-    the trace, so each slope gets its own program (shared by all layers using it)."""
+    the trace, so each slope (and variant) gets its own program, shared by all layers using it."""
+    def score(v, e):
+        s = e.src.el
+        if has_dst:
+            s = s + v.er
+        if has_edge:
+            s = s + e.ea
+        return ss.leaky_relu(s, negative_slope)
+
+    name = "gat" + ("" if has_dst else "_nodst") + ("_edge" if has_edge else "")
+    name += "_dropout" if attention_dropout else ""
     if attention_dropout:
-        @vertex_program(name="gat_dropout")
+        @vertex_program(name=name)
         def gat(v):
-            scores = [ss.leaky_relu(e.src.el + v.er, negative_slope) for e in v.in_edges()]
-            alpha = ss.softmax(scores)
+            alpha = ss.softmax([score(v, e) for e in v.in_edges()])
             return ss.sum(a * e.m * e.src.h for a, e in zip(alpha, v.in_edges()))
     else:
-        @vertex_program(name="gat")
+        @vertex_program(name=name)
         def gat(v):
-            scores = [ss.leaky_relu(e.src.el + v.er, negative_slope) for e in v.in_edges()]
-            alpha = ss.softmax(scores)
+            alpha = ss.softmax([score(v, e) for e in v.in_edges()])
             return ss.sum(a * e.src.h for a, e in zip(alpha, v.in_edges()))
     return gat
 
@@ -37,74 +56,214 @@ def gat_program(negative_slope: float, attention_dropout: bool) -> VertexProgram
 class GATConv(nn.Module):
     r"""Graph attention: per head ``k``, ``h = x W`` split into heads ``[N, H, C]``,
 
-    ``s_e = leaky_relu(<h_j, a_src> + <h_i, a_dst>)`` for an edge ``e = (j -> i)``,
-    ``alpha_e = softmax_{e into i}(s_e)`` (max-subtracted), ``out_i = sum_e alpha_e * h_j``,
-    then heads concatenated ``[N, H*C]`` (``concat=True``) or averaged ``[N, C]``, plus bias.
+    ``s_e = leaky_relu(<h_j, a_src> + <h_i, a_dst> [+ <W_e x_e, a_edge>])`` for an edge
+    ``e = (j -> i)``, ``alpha_e = softmax_{e into i}(s_e)`` (max-subtracted),
+    ``out_i = sum_e alpha_e * h_j``, then heads concatenated ``[N, H*C]`` (``concat=True``) or
+    averaged ``[N, C]``, plus ``x_i W_res`` (``residual=True``) and the bias.
 
     ``x W`` (``x`` may be a sparse COO tensor) and the per-vertex halves of the score,
     ``el = <h, a_src>`` and ``er = <h, a_dst>`` (``[N, H, 1]``), are dense torch; leaky_relu,
     the softmax and the weighted sum are one vertex program, so the fused backend computes it
-    in a single traversal (online softmax) without edge-sized tensors.
-    As in PyG, existing self loops are removed and one loop per vertex is added
-    (``add_self_loops=True``; the loop graph is cached per graph uid).
+    in a single traversal (online softmax) without edge-sized tensors. As in PyG, existing self
+    loops are removed and one loop per vertex is added (``add_self_loops=True``; on a bipartite
+    graph ``min(num_src, num_dst)`` loops; the loop graph is cached per graph uid).
+
+    Edge features (``edge_dim``): ``edge_attr`` [E, edge_dim] adds ``<W_e x_e, a_edge>`` per head
+    to the score, computed as one [E, edge_dim] x [edge_dim, H] product; the added self loops'
+    features are ``fill_value`` (a number, a tensor, or a reduction of the vertex's other
+    in-edges' features: ``"mean"`` (default), ``"add"``, ``"max"``, ...). As in PyG,
+    ``edge_attr`` is ignored when the layer has no ``edge_dim`` (a warning is logged once).
+
+    Bipartite graphs: ``in_channels=(F_src, F_dst)`` gives separate source and destination
+    projections (``lin_src``, ``lin_dst``); ``x=(x_src, x_dst)``; ``x_dst=None`` scores with the
+    source half only (pass ``size``).
 
     Attention dropout: vertex programs contain no randomness, so dropout on ``alpha`` is a
     per-edge mask ``m`` ``[E, H, 1]`` (Bernoulli(1-p)/(1-p)) drawn in torch and bound as an edge
     feature: the program returns ``sum_e alpha_e * m_e * h_j``, which is exactly PyG's
     ``dropout(alpha)`` followed by the weighted sum. In eval mode (or with ``dropout=0``) the mask
     is all ones, so the program without the mask is used instead (same result, no E-sized input).
+    ``return_attention_weights=True`` returns ``(out, (edge_index, alpha))`` as PyG (a sparse
+    ``alpha`` for a sparse adjacency); ``alpha`` [E, H] is then computed explicitly (an
+    edge-sized softmax) and the output aggregates it.
+
+    Calls: ``conv(graph, x)``, PyG's ``conv(x, edge_index, edge_attr=None, size=None,
+    return_attention_weights=None)``, ``conv(x, adj_t)``, ``conv((x_src, x_dst), edge_index)``,
+    ``conv(data)``. ``in_channels=-1`` (or ``(-1, -1)``) is lazy; float16 / bfloat16 compute in
+    float32. Parameters (PyG's names): ``lin.weight`` (or ``lin_src``, ``lin_dst``), ``att_src``,
+    ``att_dst``, ``lin_edge.weight``, ``att_edge``, ``res.weight``, ``bias``; glorot, bias zeros.
 
     Memory per forward + backward (floats; N vertices, E edges incl. self loops, H heads, C
     channels per head, F_in input): fused backend ``N*F_in`` (x) + ``N*H*C`` (h) + ``2*N*H``
     (el, er) + ``N*H*C`` (output) + O(N*H) softmax statistics (max, sum) + the same again for
-    gradients, plus ``E*H`` for the attention-dropout mask when training with ``dropout > 0``:
-    O(N*H*(C + F_in/H) + E*H), no O(E*H*C) tensor. The reference backend materialises the scores,
-    the attention and the messages, O(E*H*C) in forward and in backward.
+    gradients, plus ``E*H`` for the attention-dropout mask when training with ``dropout > 0`` (and
+    for edge scores with ``edge_dim``): O(N*H*(C + F_in/H) + E*H), no O(E*H*C) tensor. The
+    reference backend materialises the scores, the attention and the messages, O(E*H*C).
     """
 
-    def __init__(self, in_channels: int, out_channels: int, heads: int = 1, concat: bool = True,
+    def __init__(self, in_channels: Union[int, tuple], out_channels: int, heads: int = 1, concat: bool = True,
                  negative_slope: float = 0.2, dropout: float = 0.0, add_self_loops: bool = True,
-                 bias: bool = True, backend: Optional[str] = None):
+                 edge_dim: Optional[int] = None, fill_value: Union[float, torch.Tensor, str] = "mean",
+                 bias: bool = True, residual: bool = False, backend: Optional[str] = None):
         super().__init__()
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"GATConv: dropout must be in [0, 1), got {dropout}")
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"GATConv: dropout must be in [0, 1], got {dropout}")
+        if heads < 1 or out_channels < 1:
+            raise ValueError(f"GATConv: heads and out_channels must be >= 1, got {heads} and {out_channels}")
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.concat, self.negative_slope, self.dropout = concat, float(negative_slope), float(dropout)
-        self.add_self_loops = add_self_loops
+        self.add_self_loops, self.edge_dim, self.fill_value = add_self_loops, edge_dim, fill_value
+        self.residual = residual
         self.backend = backend
-        self.lin = nn.Linear(in_channels, heads * out_channels, bias=False)
+        HC = heads * out_channels
+        self.lin = self.lin_src = self.lin_dst = None
+        if isinstance(in_channels, int):
+            self.lin = Linear(in_channels, HC, bias=False, weight_initializer="glorot")
+        else:
+            self.lin_src = Linear(in_channels[0], HC, bias=False, weight_initializer="glorot")
+            self.lin_dst = Linear(in_channels[1], HC, bias=False, weight_initializer="glorot")
         self.att_src = nn.Parameter(torch.empty(1, heads, out_channels))
         self.att_dst = nn.Parameter(torch.empty(1, heads, out_channels))
+        if edge_dim is not None:
+            self.lin_edge = Linear(edge_dim, HC, bias=False, weight_initializer="glorot")
+            self.att_edge = nn.Parameter(torch.empty(1, heads, out_channels))
+        else:
+            self.lin_edge = None
+            self.register_parameter("att_edge", None)
+        total_out = HC if concat else out_channels
+        if residual:
+            self.res = Linear(in_channels if isinstance(in_channels, int) else in_channels[1], total_out,
+                              bias=False, weight_initializer="glorot")
+        else:
+            self.register_parameter("res", None)
         if bias:
-            self.bias = nn.Parameter(torch.empty(heads * out_channels if concat else out_channels))
+            self.bias = nn.Parameter(torch.empty(total_out))
         else:
             self.register_parameter("bias", None)
         self._graph_cache = GraphCache(8)
+        self._warned_edge_attr = False
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        glorot(self.lin.weight)
+        # PyG's order, so that a seeded initialisation draws the same numbers
+        for lin in (self.lin, self.lin_src, self.lin_dst, self.lin_edge, self.res):
+            if lin is not None:
+                lin.reset_parameters()
         glorot(self.att_src)
         glorot(self.att_dst)
+        glorot(self.att_edge)
         zeros(self.bias)
 
-    def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
-        check_graph("GATConv", graph, x)
+    @float32_inside
+    def forward(self, x, edge_index=None, edge_attr: Optional[torch.Tensor] = None, size=None,
+                return_attention_weights: Optional[bool] = None):
+        """``forward(graph, x)`` or PyG's ``forward(x, edge_index, edge_attr=None, size=None,
+        return_attention_weights=None)``."""
+        x, edge_index, extra = normalise_call("GATConv", x, edge_index, edge_attr=edge_attr)
+        edge_attr = extra["edge_attr"]
+        x_src, x_dst, pair = split_features("GATConv", x)
+        if x_src is None or x_src.dim() != 2:
+            raise ValueError("GATConv: x (or x_src) must be a [N, F] tensor; static graphs ([B, N, F]) are not "
+                             "supported in 'GATConv' (as in PyG)")
         H, C = self.heads, self.out_channels
-        h = linear(x, self.lin.weight).view(-1, H, C)
-        el = (h * self.att_src).sum(-1, keepdim=True)  # [N, H, 1]
-        # er is read at the destinations: on a bipartite block, of its first num_dst sources
-        er = ((h[: graph.num_dst] if graph.is_bipartite else h) * self.att_dst).sum(-1, keepdim=True)
-        g = self_loop_graph(self._graph_cache, graph, remove_existing=True) if self.add_self_loops else graph
+        res = None
+        if self.res is not None and x_dst is not None:
+            res = self.res(x_dst)
+        lin_s, lin_d = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
+        h_src = lin_s(x_src).view(-1, H, C)
+        h_dst = None
+        if x_dst is not None:
+            h_dst = h_src if not pair and self.lin is not None else lin_d(x_dst).view(-1, H, C)
+        el = (h_src * self.att_src).sum(-1, keepdim=True)  # [N_src, H, 1]
+        er = None if h_dst is None else (h_dst * self.att_dst).sum(-1, keepdim=True)
+
+        s = resolve("GATConv", x_src, x_dst, edge_index, size)
+        if self.add_self_loops:
+            if s.layout is not None and (edge_attr is not None or (s.layout == "torch_sparse" and self.edge_dim)):
+                raise NotImplementedError("The usage of 'edge_attr' and 'add_self_loops' simultaneously is currently "
+                                          "not yet supported for 'edge_index' in a sparse form")
+            lg = with_loops(self._graph_cache, s)
+            if edge_attr is not None:
+                edge_attr = loop_values(lg, self._edge_attr_2d(edge_attr, s.num_edges), self.fill_value, "replace")
+            s = lg.structure
+        ea = self._edge_scores(edge_attr, s.num_edges)
+
+        mask = None
         if self.training and self.dropout > 0.0:
-            m = dropout_mask((g.num_edges, H, 1), self.dropout, h)
-            out = gat_program(self.negative_slope, True)(g, backend=self.backend, h=h, el=el, er=er, m=m)
+            mask = dropout_mask((s.num_edges, H, 1), self.dropout, h_src)
+        if return_attention_weights:
+            alpha = self._attention(s, el, er, ea)
+            if mask is not None:
+                alpha = alpha * mask
+            out = s.out(weighted_sum(s.graph, backend=self.backend, h=s.src(h_src), w=alpha))
         else:
-            out = gat_program(self.negative_slope, False)(g, backend=self.backend, h=h, el=el, er=er)
+            out = self._aggregate(s, h_src, el, er, ea, mask)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
+        if res is not None:
+            out = out + res
         if self.bias is not None:
             out = out + self.bias
+        if return_attention_weights:
+            return out, self._attention_result(s, alpha[..., 0], x_src.device)
         return out
+
+    def _edge_attr_2d(self, edge_attr: torch.Tensor, num_edges: int) -> torch.Tensor:
+        if edge_attr.dim() == 1:
+            edge_attr = edge_attr.view(-1, 1)
+        if edge_attr.shape[0] != num_edges:
+            raise ValueError(f"GATConv: edge_attr has {edge_attr.shape[0]} rows but the graph has {num_edges} edges")
+        return edge_attr
+
+    def _edge_scores(self, edge_attr: Optional[torch.Tensor], num_edges: int) -> Optional[torch.Tensor]:
+        """``<lin_edge(edge_attr)_k, att_edge_k>`` per head, [E, H, 1], without the [E, H*C] product."""
+        if edge_attr is None:
+            return None
+        if self.lin_edge is None:
+            if not self._warned_edge_attr:
+                log.warning("GATConv: edge_attr is ignored: the layer has no edge_dim (as in PyG)")
+                self._warned_edge_attr = True
+            return None
+        edge_attr = self._edge_attr_2d(edge_attr, num_edges)
+        self.lin_edge.materialize(edge_attr.shape[-1])
+        H, C = self.heads, self.out_channels
+        w = self.lin_edge.weight.view(H, C, -1)
+        w_att = (w * self.att_edge.view(H, C, 1)).sum(1)  # [H, edge_dim]
+        return (edge_attr.to(w_att.dtype) @ w_att.t()).unsqueeze(-1)
+
+    def _aggregate(self, s, h_src, el, er, ea, mask):
+        prog = gat_program(self.negative_slope, mask is not None, er is not None, ea is not None)
+        tensors = dict(h=s.src(h_src), el=s.src(el))
+        if er is not None:
+            tensors["er"] = s.dst(er)
+        if ea is not None:
+            tensors["ea"] = ea
+        if mask is not None:
+            tensors["m"] = mask
+        return s.out(prog(s.graph, backend=self.backend, **tensors))
+
+    def _attention(self, s, el, er, ea) -> torch.Tensor:
+        """alpha [E, H, 1], explicitly (for return_attention_weights)."""
+        src, dst = s.edge_index.to(el.device)
+        score = el[src]
+        if er is not None:
+            score = score + er[dst]
+        if ea is not None:
+            score = score + ea
+        return edge_softmax(s.graph, F.leaky_relu(score, self.negative_slope), backend=self.backend)
+
+    def _attention_result(self, s, alpha: torch.Tensor, device):
+        ei = s.edge_index.to(device)
+        if s.layout is None or s.layout == "torch_sparse":
+            return ei, alpha
+        # a sparse adjacency in: a sparse [num_dst, num_src, H] attention out, in its own (row-major) order
+        order = torch.argsort(ei[1] * max(s.num_src, 1) + ei[0], stable=True)
+        ei, alpha = ei[:, order], alpha[order]
+        size = (s.num_dst, s.num_src) + tuple(alpha.shape[1:])
+        if s.layout == torch.sparse_csr:
+            counts = torch.bincount(ei[1], minlength=s.num_dst)
+            crow = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+            return torch.sparse_csr_tensor(crow, ei[0], alpha, size), alpha
+        return torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), alpha, size, is_coalesced=True), alpha
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"

@@ -7,9 +7,13 @@ import torch
 from torch import nn
 
 from .. import ops as ss
-from ..graph import Graph
 from ..program import vertex_program
-from ._utils import GraphCache, check_graph, gcn_norm, glorot, linear, zeros
+from ._gcn_norm import edge_weights, gcn_norm
+from ._inputs import Batch, normalise_call, resolve, split_features
+from ._linear import Linear
+from ._precision import float32_inside
+from ._structure import FLOWS, is_sparse_tensor_like
+from ._utils import GraphCache, zeros
 
 
 @vertex_program(name="gcn_weighted_sum")
@@ -24,54 +28,107 @@ def neighbour_sum(v):
     return ss.sum(e.src.h for e in v.in_edges())
 
 
+def propagate(s, h: torch.Tensor, w: Optional[torch.Tensor], backend) -> torch.Tensor:
+    """``sum_e w_e h_src`` (or the plain sum without ``w``) over ``s``'s in-edges, num_dst rows."""
+    if w is None:
+        return s.out(neighbour_sum(s.graph, backend=backend, h=s.src(h)))
+    if w.dim() == 1:
+        w = w.unsqueeze(-1)
+    return s.out(weighted_sum(s.graph, backend=backend, h=s.src(h), w=w.to(h.dtype)))
+
+
 class GCNConv(nn.Module):
     r"""Graph convolution: ``out = D^-1/2 (A + I) D^-1/2 (x W) + b``.
 
     Per vertex ``i``: ``out_i = b + sum_{e = (j -> i)} w_e * (x_j W)`` with
-    ``w_e = 1 / sqrt(d_j * d_i)`` and ``d`` the in-degree in ``A + I``. ``A + I`` is built with
-    ``graph.add_self_loops()``, which appends one loop per vertex (a vertex that already has a
-    self loop then has two, as the formula says; PyG's ``add_remaining_self_loops`` would keep
-    one). The propagated graph and the edge weights ``[E + N, 1]`` are computed once per graph
-    and cached on the layer, keyed by the graph's uid (a few recent graphs are kept).
-    ``normalize=False`` follows PyG: no normalisation and no self loops, a plain sum over
-    in-edges. Weights are initialised with glorot, the bias with zeros (as PyG).
+    ``w_e = a_e / sqrt(d_j * d_i)``, ``a_e`` the edge's weight (1 without ``edge_weight``) and
+    ``d`` the weighted in-degree in ``A + I``. Self loops follow PyG's
+    ``add_remaining_self_loops``: a vertex that already has a loop keeps it (and its weight),
+    the others get one of weight 1 (2 with ``improved=True``, applied where there are edge
+    weights, as in PyG); see ``seastar.nn._gcn_norm`` for the sparse-adjacency rules. Without
+    edge weights the propagated graph and its weights are computed once per graph and cached on
+    the layer (keyed by the graph's uid); ``cached=True`` goes further, as in PyG: the first
+    call's normalised graph is reused for every later call, whatever graph is passed, until
+    ``reset_parameters()``. ``normalize=False``: a plain (weighted) sum over in-edges, no self
+    loops (``add_self_loops`` defaults to ``normalize``; asking for loops without normalisation
+    is an error, as in PyG). ``flow="target_to_source"`` propagates along reversed edges.
 
-    ``x W`` is dense torch (``x`` may be a sparse COO tensor, e.g. bag-of-words features); the
-    propagation is one vertex program (``sum(e.src.h * e.w)``).
+    Calls: ``conv(graph, x)`` / ``conv(graph, x, edge_weight)``; PyG's ``conv(x, edge_index)``,
+    ``conv(x, edge_index, edge_weight)``, ``conv(x, adj_t)`` (sparse, values = weights) and
+    ``conv(data)``. ``x`` [N, F] or, for one graph shared by a batch, [B, N, F]. ``in_channels=-1``
+    defers the weight's width to the first call. float16 / bfloat16 compute in float32.
 
-    Memory per forward + backward (floats; N vertices, E edges, E' = E + N with self loops,
-    F_in -> F_out): fused backend ``N*F_in`` (x, kept for the weight gradient) + ``N*F_out``
-    (x W) + ``N*F_out`` (output) + the same again for gradients, plus ``E'`` cached edge weights:
-    O(N*(F_in + F_out) + E'), no O(E*F) tensor. The reference backend (plain torch)
-    additionally materialises the gathered messages, O(E'*F_out) in forward and in backward.
+    ``x W`` is dense torch (``x`` may be a sparse COO tensor); the propagation is one vertex
+    program (``sum(e.src.h * e.w)``). Weights glorot, bias zeros (as PyG); parameter names
+    ``lin.weight``, ``bias``.
+
+    Memory per forward + backward (floats; N vertices, E' = edges with self loops,
+    F_in -> F_out): fused backend ``N*F_in`` (x) + ``N*F_out`` (x W) + ``N*F_out`` (output) + the
+    same for gradients, plus ``E'`` edge weights: O(N*(F_in + F_out) + E'), no O(E*F) tensor.
+    The reference backend additionally materialises the messages, O(E'*F_out).
     """
 
-    def __init__(self, in_channels: int, out_channels: int, bias: bool = True,
-                 add_self_loops: bool = True, normalize: bool = True, backend: Optional[str] = None):
+    def __init__(self, in_channels: int, out_channels: int, improved: bool = False, cached: bool = False,
+                 add_self_loops: Optional[bool] = None, normalize: bool = True, bias: bool = True,
+                 flow: str = "source_to_target", backend: Optional[str] = None):
         super().__init__()
+        if add_self_loops is None:
+            add_self_loops = normalize
+        if add_self_loops and not normalize:
+            raise ValueError(f"'{self.__class__.__name__}' does not support adding self-loops to the graph when no "
+                             f"on-the-fly normalization is applied")
+        if flow not in FLOWS:
+            raise ValueError(f"GCNConv: flow must be one of {FLOWS}, got {flow!r}")
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.add_self_loops, self.normalize = add_self_loops, normalize
+        self.improved, self.cached = bool(improved), bool(cached)
+        self.add_self_loops, self.normalize, self.flow = bool(add_self_loops), bool(normalize), flow
         self.backend = backend  # None: the program's default ("auto")
-        self.lin = nn.Linear(in_channels, out_channels, bias=False)
+        self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer="glorot")
         self.bias = nn.Parameter(torch.empty(out_channels)) if bias else None
         self._graph_cache = GraphCache(16)
+        self._cached_edge_index = None  # PyG's names: the normalised graph kept by cached=True
+        self._cached_adj_t = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        glorot(self.lin.weight)
+        self.lin.reset_parameters()
         zeros(self.bias)
+        self._cached_edge_index = None
+        self._cached_adj_t = None
 
-    def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
-        check_graph("GCNConv", graph, x)
-        h = linear(x, self.lin.weight)
+    @float32_inside
+    def forward(self, x, edge_index=None, edge_weight: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``forward(graph, x, edge_weight=None)`` or PyG's ``forward(x, edge_index, edge_weight=None)``."""
+        x, edge_index, extra = normalise_call("GCNConv", x, edge_index, edge_weight=edge_weight)
+        edge_weight = extra["edge_weight"]
+        split_features("GCNConv", x, bipartite_ok=False)
+        x, batch = Batch.fold(x)
+        h = self.lin(x)
         if self.normalize:
-            g, w = gcn_norm(self._graph_cache, graph, self.add_self_loops, h.device, h.dtype)
-            out = weighted_sum(g, backend=self.backend, h=h, w=w)
+            s, w = self._normalised(x, edge_index, edge_weight, h)
         else:
-            out = neighbour_sum(graph, backend=self.backend, h=h)
+            s = resolve("GCNConv", x, x, edge_index, flow=self.flow)
+            w = edge_weights(s, edge_weight, "GCNConv")
+        out = propagate(s, h, w, self.backend)
+        if batch is not None:
+            out = batch.unfold(out)
         if self.bias is not None:
             out = out + self.bias
         return out
+
+    def _normalised(self, x, edge_index, edge_weight, h):
+        sparse_like = is_sparse_tensor_like(edge_index)
+        hit = self._cached_adj_t if sparse_like else self._cached_edge_index
+        if hit is not None:
+            return hit
+        s = resolve("GCNConv", x, x, edge_index, flow=self.flow)
+        result = gcn_norm(self._graph_cache, s, edge_weight, self.add_self_loops, self.improved, h.dtype, h.device)
+        if self.cached:
+            if sparse_like:
+                self._cached_adj_t = result
+            else:
+                self._cached_edge_index = result
+        return result
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

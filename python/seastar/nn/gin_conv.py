@@ -6,9 +6,11 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ..graph import Graph
-from ._utils import check_graph, dense
-from .gcn_conv import neighbour_sum
+from ._inputs import Batch, normalise_call, resolve, split_features
+from ._precision import float32_inside
+from ._utils import dense
+from .gcn_conv import propagate
+from .sage_conv import _all_ones
 
 
 class GINConv(nn.Module):
@@ -20,10 +22,15 @@ class GINConv(nn.Module):
     torch (kept out of the program so a learned ``eps`` needs no reduction of a parameter
     gradient over all rows inside it).
 
+    Calls: ``conv(graph, x)``; PyG's ``conv(x, edge_index, size=None)``, ``conv(x, adj_t)`` (a
+    sparse ``adj_t``'s values weight the sum, as PyG's sparse path does), ``conv((x_src, x_dst),
+    edge_index)`` (bipartite; ``x_dst=None`` drops the self term), ``conv(data)``; ``x`` [N, F] or
+    [B, N, F] (one graph, a batch of signals); float16 / bfloat16 compute in float32.
+
     Memory per forward + backward (floats; N vertices, E edges, F_in input): fused backend
     ``N*F_in`` (x) + ``N*F_in`` (the aggregate) + the MLP's own activations + the same for
     gradients: O(N*F_in + MLP), no O(E*F) tensor. The reference backend materialises the
-    gathered neighbour features, O(E*F_in) in forward and backward.
+    gathered neighbour features, O(E*F_in).
     """
 
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
@@ -47,11 +54,24 @@ class GINConv(nn.Module):
         with torch.no_grad():
             self.eps.fill_(self.initial_eps)
 
-    def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
-        check_graph("GINConv", graph, x)
-        x = dense(x)
-        agg = neighbour_sum(graph, backend=self.backend, h=x)
-        return self.nn((1.0 + self.eps.to(x.dtype)) * x + agg)
+    @float32_inside
+    def forward(self, x, edge_index=None, size=None) -> torch.Tensor:
+        """``forward(graph, x)`` or PyG's ``forward(x, edge_index, size=None)``."""
+        x, edge_index, _ = normalise_call("GINConv", x, edge_index)
+        x_src, x_dst, _ = split_features("GINConv", x)
+        x_src = dense(x_src)
+        x_dst = None if x_dst is None else dense(x_dst)
+        x_src, batch = Batch.fold(x_src)
+        if x_dst is not None:
+            x_dst = Batch.fold(x_dst)[0]
+        s = resolve("GINConv", x_src, x_dst, edge_index, size)
+        w = None if _all_ones(s.values) else s.values
+        out = propagate(s, x_src, w, self.backend)
+        if x_dst is not None:
+            out = out + (1.0 + self.eps.to(x_dst.dtype)) * x_dst
+        if batch is not None:
+            out = batch.unfold(out)
+        return self.nn(out)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"

@@ -1,13 +1,14 @@
 """HeteroConv: one (homogeneous) layer per relation, run on each relation's subgraph, combined."""
 from __future__ import annotations
 
-from typing import List, Mapping
+from typing import List, Mapping, Optional
 
 import torch
 from torch import nn
 
 from ..graph import Graph
 from ._utils import GraphCache, check_graph, graph_uid
+from .hetero_dict import DICT_AGGRS, check_self_loops, dict_forward, internal_key, is_edge_type
 
 AGGRS = ("sum", "mean", "max", "min", "cat")
 
@@ -44,18 +45,35 @@ class HeteroConv(nn.Module):
     over all edges, while this runs one per relation (R traversals, R kernel launches, and
     ``R*N*out`` floats of per-relation outputs before they are combined); its per-relation
     programs are untyped, so they run on the fused backend whenever the inner layers do.
+
+    Keyed by ``(src, rel, dst)`` edge types instead, it is PyG's ``HeteroConv`` over separate
+    node types: ``HeteroConv({("paper", "cites", "paper"): GCNConv(-1, 64), ("author", "writes",
+    "paper"): SAGEConv((-1, -1), 64)})`` called as ``conv(x_dict, edge_index_dict, ...)`` (or
+    ``conv(hetero_data)``) returns a dict of outputs per destination node type; ``aggr`` may
+    also be None (stacked); see ``seastar.nn.hetero_dict``.
     """
 
-    def __init__(self, convs: Mapping[int, nn.Module], aggr: str = "sum"):
+    def __init__(self, convs: Mapping, aggr: Optional[str] = "sum"):
         super().__init__()
-        if aggr not in AGGRS:
-            raise ValueError(f"HeteroConv: aggr must be one of {AGGRS}, got {aggr!r}")
         if not convs:
             raise ValueError("HeteroConv: needs at least one relation")
+        keys = list(convs)
+        self.edge_type_keys = all(is_edge_type(k) for k in keys)
+        if self.edge_type_keys:  # PyG's HeteroConv over node and edge types
+            if aggr not in DICT_AGGRS:
+                raise ValueError(f"HeteroConv: aggr must be one of {DICT_AGGRS}, got {aggr!r}")
+            check_self_loops(convs)
+            self.relations = keys
+            self.convs = nn.ModuleDict({internal_key(k): conv for k, conv in convs.items()})
+            self.aggr = aggr
+            return
+        if aggr not in AGGRS:
+            raise ValueError(f"HeteroConv: aggr must be one of {AGGRS}, got {aggr!r}")
         for r in convs:
             if isinstance(r, bool) or not isinstance(r, int) or r < 0:
-                raise TypeError(f"HeteroConv: relation ids must be non-negative ints, got {r!r}")
-        self.relations: List[int] = [int(r) for r in convs]
+                raise TypeError(f"HeteroConv: keys must be non-negative relation ids (ints) or (src, rel, dst) "
+                                f"edge types, got {r!r}")
+        self.relations: List = [int(r) for r in convs]
         self.convs = nn.ModuleDict({str(r): conv for r, conv in convs.items()})
         self.aggr = aggr
         self._graph_cache = GraphCache(32)
@@ -65,7 +83,16 @@ class HeteroConv(nn.Module):
             if hasattr(conv, "reset_parameters"):
                 conv.reset_parameters()
 
-    def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, *args, **kwargs):
+        """``forward(graph, x)`` over a typed graph (int-keyed layers), or PyG's
+        ``forward(x_dict, edge_index_dict, *dicts, **kwargs_dicts) -> out_dict`` (edge-type keys)."""
+        if self.edge_type_keys:
+            convs = {k: self.convs[internal_key(k)] for k in self.relations}
+            return dict_forward(convs, self.aggr, args, kwargs)
+        if len(args) != 2 or kwargs:
+            raise TypeError("HeteroConv with relation ids takes (graph, x); a layer keyed by (src, rel, dst) edge "
+                            "types takes PyG's (x_dict, edge_index_dict, ...)")
+        graph, x = args
         check_graph("HeteroConv", graph, x)
         if not graph.has_edge_types:
             raise ValueError("HeteroConv: the graph has no edge types (build it with edge_type=...)")
@@ -85,5 +112,7 @@ class HeteroConv(nn.Module):
         return stacked.amax(0) if self.aggr == "max" else stacked.amin(0)
 
     def __repr__(self) -> str:
+        if self.edge_type_keys:
+            return f"{self.__class__.__name__}(num_relations={len(self.convs)})"
         inner = ", ".join(f"{r}: {self.convs[str(r)]}" for r in self.relations)
         return f"{self.__class__.__name__}({{{inner}}}, aggr={self.aggr!r})"

@@ -12,7 +12,9 @@ from torch import nn
 from .. import ops as ss
 from ..graph import Graph
 from ..program import vertex_program
+from ._precision import float32_inside
 from ._utils import GraphCache, check_graph, dense, glorot, zeros
+from .hgt_dict import dict_forward, dict_inputs, init_dict_mode, is_metadata, reset_dict_mode
 from .rgcn_conv import (MODES, edge_types, node_type_groups, per_relation, prefer_pairs, relation_pairs,
                         typed_linear)
 
@@ -96,9 +98,28 @@ class HGTConv(nn.Module):
     relation matrices runs fused only where the fused backend reduces parameter gradients.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, num_node_types: int, num_edge_types: int,
-                 heads: int = 1, mode: str = "auto", backend: Optional[str] = None):
+    def __init__(self, in_channels, out_channels: int, num_node_types=None, num_edge_types: Optional[int] = None,
+                 heads: int = 1, mode: str = "auto", backend: Optional[str] = None, metadata=None):
         super().__init__()
+        if is_metadata(num_node_types):  # PyG's HGTConv(in_channels, out_channels, metadata, heads)
+            metadata, num_node_types = num_node_types, None
+            if num_edge_types is not None and isinstance(num_edge_types, int) and heads == 1:
+                heads = num_edge_types  # PyG's positional heads
+                num_edge_types = None
+        self.mode, self.backend = mode, backend
+        self.metadata_mode = metadata is not None
+        if self.metadata_mode:
+            if not is_metadata(metadata):
+                raise ValueError("HGTConv: metadata must be (node_types, edge_types) with (src, rel, dst) edge types")
+            if out_channels % heads:
+                raise ValueError(f"'out_channels' (got {out_channels}) must be divisible by the number of heads "
+                                 f"(got {heads})")
+            init_dict_mode(self, in_channels, out_channels, metadata, heads)
+            self._graph_cache = GraphCache(8)
+            self.reset_parameters()
+            return
+        if num_node_types is None or num_edge_types is None:
+            raise TypeError("HGTConv takes num_node_types and num_edge_types (typed graphs), or PyG's metadata")
         if out_channels % heads:
             raise ValueError(f"HGTConv: out_channels ({out_channels}) must be divisible by heads ({heads})")
         if mode not in MODES:
@@ -107,7 +128,6 @@ class HGTConv(nn.Module):
             raise ValueError("HGTConv: need num_node_types >= 1 and num_edge_types >= 1")
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.num_node_types, self.num_edge_types = num_node_types, num_edge_types
-        self.mode, self.backend = mode, backend
         T, R, H, d = num_node_types, num_edge_types, heads, out_channels // heads
         for name, fin in (("k", in_channels), ("q", in_channels), ("v", in_channels), ("a", out_channels)):
             setattr(self, f"{name}_weight", nn.Parameter(torch.empty(T, fin, out_channels)))
@@ -120,6 +140,9 @@ class HGTConv(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        if self.metadata_mode:
+            reset_dict_mode(self)
+            return
         for name in "kqva":
             glorot(getattr(self, f"{name}_weight"))
             zeros(getattr(self, f"{name}_bias"))
@@ -139,7 +162,16 @@ class HGTConv(nn.Module):
         return "per_pair" if prefer_pairs(graph.num_edges, pairs.num_pairs, 2 * H * d * d,
                                           2 * (H * d) ** 2 + 2 * H * d, 2 * H * d) else "per_edge"
 
-    def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
+    @float32_inside
+    def forward(self, x, edge_index=None):
+        """``forward(graph, x)`` on a typed graph; with ``metadata``, PyG's ``forward(x_dict,
+        edge_index_dict) -> out_dict`` (or ``forward(hetero_data)``)."""
+        if self.metadata_mode:
+            return dict_forward(self, *dict_inputs(x, edge_index))
+        if isinstance(x, dict) or hasattr(x, "x_dict"):
+            raise TypeError("HGTConv: x_dict / edge_index_dict inputs need a layer built with PyG's metadata, "
+                            "HGTConv(in_channels, out_channels, metadata, heads)")
+        graph, x = x, edge_index
         check_graph("HGTConv", graph, x)
         x = dense(x)
         if x.dim() != 2 or x.shape[1] != self.in_channels:
@@ -178,5 +210,7 @@ class HGTConv(nn.Module):
         return out
 
     def __repr__(self) -> str:
+        if self.metadata_mode:
+            return f"{self.__class__.__name__}(-1, {self.out_channels}, heads={self.heads})"
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
                 f"num_node_types={self.num_node_types}, num_edge_types={self.num_edge_types}, heads={self.heads})")

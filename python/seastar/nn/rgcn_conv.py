@@ -7,7 +7,7 @@ linears. The aggregate-then-transform path lives in ``rgcn_runs``.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, NamedTuple, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -15,7 +15,10 @@ from torch import nn
 from .. import ops as ss
 from ..graph import Graph
 from ..program import vertex_program
-from ._utils import GraphCache, check_graph, dense, glorot, graph_uid, zeros
+from ._precision import float32_inside
+from ._structure import pad_rows
+from ._typed_inputs import typed_call
+from ._utils import GraphCache, dense, glorot, graph_uid, zeros
 from .gcn_conv import neighbour_sum, weighted_sum
 from .rgcn_runs import build_run_plan, count_runs, device_plan, per_run_conv
 
@@ -274,19 +277,31 @@ class RGCNConv(nn.Module):
     O(P*F) floats between the passes; ties go to the path listed first in ``mode_costs``. An
     untyped graph always takes ``per_pair`` (its pairs are the vertices: one transform, one sum).
 
+    Calls: ``conv(graph, x)`` with a typed graph; PyG's ``conv(x, edge_index, edge_type)`` and
+    ``conv(x, adj_t)`` (the sparse values are the relations), the typed graph built once per
+    ``(edge_index, edge_type)`` pair of tensors; ``conv((x_src, x_dst), ...)`` with
+    ``in_channels=(in_src, in_dst)`` for a bipartite graph (``root`` reads ``x_dst``; the graph is
+    the square one over ``max(num_src, num_dst)`` vertices, inputs zero-padded); featureless
+    input, ``x=None`` (vertex ``i`` is ``arange(in_channels)[i]``) or an int64 index tensor: the
+    message of ``j`` is the row ``W_r[x_j]`` and the root term ``root[x_i]``, looked up per
+    (source, relation) pair (no one-hot matrix). ``aggr="sum"`` is ``"add"``; ``is_sorted`` is
+    accepted and unused (edges are sorted once per graph). float16 / bfloat16 compute in float32.
+
     Memory (fused backend): no path builds an O(E*F) tensor; the reference backend materialises
     per-edge messages, O(E*in + E*out). ``per_edge`` with a trainable ``W`` runs fused only where
     the fused backend reduces parameter gradients (else on the reference backend with
     ``backend="auto"``). ``per_run`` and ``per_pair`` call fused programs only for untyped sums.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, num_relations: int,
+    def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int, num_relations: int,
                  num_bases: Optional[int] = None, num_blocks: Optional[int] = None, aggr: str = "mean",
-                 root_weight: bool = True, bias: bool = True, mode: str = "auto",
+                 root_weight: bool = True, is_sorted: bool = False, bias: bool = True, mode: str = "auto",
                  backend: Optional[str] = None):
         super().__init__()
+        if aggr == "sum":  # PyG's spelling of "add"
+            aggr = "add"
         if aggr not in ("mean", "add"):
-            raise ValueError(f"RGCNConv: aggr must be 'mean' or 'add', got {aggr!r}")
+            raise ValueError(f"RGCNConv: aggr must be 'mean', 'add' or 'sum', got {aggr!r}")
         if mode not in RGCN_MODES:
             raise ValueError(f"RGCNConv: mode must be one of {RGCN_MODES}, got {mode!r}")
         if mode == "per_basis" and num_bases is None:
@@ -296,25 +311,28 @@ class RGCNConv(nn.Module):
         if num_bases is not None and num_blocks is not None:
             raise ValueError("RGCNConv: can not apply both basis-decomposition and block-diagonal-decomposition "
                              "regularization at the same time")
+        in_l, in_r = (in_channels, in_channels) if isinstance(in_channels, int) else tuple(in_channels)
+        self.in_channels_l = in_l
+        self.is_sorted = is_sorted  # accepted for PyG; the graph is sorted once per graph anyway
         self.in_channels, self.out_channels, self.num_relations = in_channels, out_channels, num_relations
         self.num_bases, self.num_blocks = num_bases, num_blocks
         self.aggr, self.mode, self.backend = aggr, mode, backend
         if num_bases is not None:
             if num_bases < 1:
                 raise ValueError(f"RGCNConv: num_bases must be >= 1, got {num_bases}")
-            self.weight = nn.Parameter(torch.empty(num_bases, in_channels, out_channels))
+            self.weight = nn.Parameter(torch.empty(num_bases, in_l, out_channels))
             self.comp = nn.Parameter(torch.empty(num_relations, num_bases))
         elif num_blocks is not None:
-            if num_blocks < 1 or in_channels % num_blocks or out_channels % num_blocks:
-                raise ValueError(f"RGCNConv: in_channels ({in_channels}) and out_channels ({out_channels}) must be "
+            if num_blocks < 1 or in_l % num_blocks or out_channels % num_blocks:
+                raise ValueError(f"RGCNConv: in_channels ({in_l}) and out_channels ({out_channels}) must be "
                                  f"divisible by num_blocks ({num_blocks})")
-            self.weight = nn.Parameter(torch.empty(num_relations, num_blocks, in_channels // num_blocks,
+            self.weight = nn.Parameter(torch.empty(num_relations, num_blocks, in_l // num_blocks,
                                                    out_channels // num_blocks))
             self.register_parameter("comp", None)
         else:
-            self.weight = nn.Parameter(torch.empty(num_relations, in_channels, out_channels))
+            self.weight = nn.Parameter(torch.empty(num_relations, in_l, out_channels))
             self.register_parameter("comp", None)
-        self.root = nn.Parameter(torch.empty(in_channels, out_channels)) if root_weight else None
+        self.root = nn.Parameter(torch.empty(in_r, out_channels)) if root_weight else None
         self.bias = nn.Parameter(torch.empty(out_channels)) if bias else None
         self._graph_cache = GraphCache(32)  # ~10 entries per graph (norms, plans, pair and run counts)
         self.last_mode: Optional[str] = None
@@ -341,7 +359,7 @@ class RGCNConv(nn.Module):
         """The cost of one training step (forward + backward) of each path on this graph, in
         multiply-adds of a dense GEMM; ``x_grad``: whether ``x`` needs a gradient. The cost rule
         of ``mode="auto"`` (see the class docstring)."""
-        fin, fout, ff = self.in_channels, self.out_channels, self.in_channels * self.out_channels
+        fin, fout, ff = self.in_channels_l, self.out_channels, self.in_channels_l * self.out_channels
         e, n = graph.num_edges, graph.num_nodes
         p = relation_pairs(self._graph_cache, graph, self.num_relations).num_pairs
         q = self._num_runs(graph)
@@ -398,11 +416,35 @@ class RGCNConv(nn.Module):
 
         return plan("forward") + (lambda: plan("reversed"),)
 
-    def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
-        check_graph("RGCNConv", graph, x)
-        x = dense(x)
-        if x.dim() != 2 or x.shape[1] != self.in_channels:
-            raise ValueError(f"RGCNConv: x must be [N, {self.in_channels}], got {tuple(x.shape)}")
+    @float32_inside
+    def forward(self, x, edge_index=None, edge_type: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``forward(graph, x)`` (relations = the graph's edge types) or PyG's ``forward(x,
+        edge_index, edge_type)`` / ``forward(x, adj_t)`` (the sparse values are the edge types).
+        ``x``: [N, in] features, a pair ``(x_src, x_dst)`` for a bipartite graph, or featureless:
+        None (vertex ``i`` is ``arange(in_channels)[i]``) or an int64 index tensor, selecting rows
+        of the weights (``x_j W_r`` becomes ``W_r[x_j]``, the root term ``root[x_i]``)."""
+        call = typed_call("RGCNConv", x, edge_index, edge_type, self.num_relations, self.in_channels_l,
+                          self.weight.device, self.weight.dtype)
+        graph, x_l, x_r = call.graph, call.x_src, call.x_dst
+        if x_l.is_floating_point():
+            x_l = dense(x_l)
+            if x_l.dim() != 2 or x_l.shape[1] != self.in_channels_l:
+                raise ValueError(f"RGCNConv: x must be [N, {self.in_channels_l}], got {tuple(x_l.shape)}")
+            out = self._messages(graph, pad_rows(x_l, graph.num_nodes))
+        else:
+            if self.num_blocks is not None:
+                raise ValueError("Block-diagonal decomposition not supported for non-continuous input features.")
+            out = self._featureless_messages(graph, pad_rows(x_l.long(), graph.num_nodes), call.dtype)
+        out = out[:call.num_dst]
+        if self.root is not None:
+            out = out + (x_r @ self.root if x_r.is_floating_point() else self.root[x_r.long()])
+        if self.bias is not None:
+            out = out + self.bias
+        return out
+
+    def _messages(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
+        """``sum_r sum_{j in N_r(i)} c_{i,r} x_j W_r`` for every vertex of ``graph``, by the
+        cheapest path (``choose_mode``)."""
         edge_types(graph, self.num_relations, "RGCNConv")  # validates the graph's types
         mode = self.choose_mode(graph, x.requires_grad)
         self.last_mode = mode  # the path the last call took (reported by the examples and benchmarks)
@@ -412,14 +454,25 @@ class RGCNConv(nn.Module):
         if self.aggr == "mean":
             norm = relation_norm(self._graph_cache, graph, self.num_relations, x.device, x.dtype)
         if mode == "per_basis":
-            out = self._basis_forward(graph, x, norm)
+            return self._basis_forward(graph, x, norm)
+        return self._relation_forward(graph, x, norm, mode)
+
+    def _featureless_messages(self, graph: Graph, idx: torch.Tensor, dtype) -> torch.Tensor:
+        """Featureless input (one-hot rows): each (source, relation) pair's message is the row
+        ``W_r[idx_src]`` of the relation's table, looked up, then aggregated over the pair graph."""
+        edge_types(graph, self.num_relations, "RGCNConv")
+        self.last_mode = "per_pair"
+        if graph.num_edges == 0:
+            return torch.zeros(graph.num_nodes, self.out_channels, dtype=dtype, device=idx.device)
+        W = self.relation_weights().to(dtype)
+        pairs = relation_pairs(self._graph_cache, graph, self.num_relations)
+        h = per_relation(idx, pairs, lambda rows, r: W[r][rows], rows=pairs.graph.num_nodes)
+        if self.aggr == "mean":
+            norm = relation_norm(self._graph_cache, graph, self.num_relations, h.device, h.dtype)
+            out = weighted_sum(pairs.graph, backend=self.backend, h=h, w=norm)
         else:
-            out = self._relation_forward(graph, x, norm, mode)
-        if self.root is not None:
-            out = out + x @ self.root
-        if self.bias is not None:
-            out = out + self.bias
-        return out
+            out = neighbour_sum(pairs.graph, backend=self.backend, h=h)
+        return out[:graph.num_nodes]
 
     def _relation_forward(self, graph: Graph, x: torch.Tensor, norm: Optional[torch.Tensor], mode: str):
         """``sum_r sum_{j in N_r(i)} c_{i,r} x_j W_r`` by the dense per-relation table ``W``."""
@@ -451,7 +504,8 @@ class RGCNConv(nn.Module):
             g = rgcn_basis_sum(graph, backend=self.backend, x=xs, comp=comp)
         else:
             g = rgcn_basis_weighted(graph, backend=self.backend, x=xs, comp=comp, norm=norm)
-        return g.reshape(n, b * self.in_channels) @ self.weight.reshape(b * self.in_channels, self.out_channels)
+        fin = self.in_channels_l
+        return g.reshape(n, b * fin) @ self.weight.reshape(b * fin, self.out_channels)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

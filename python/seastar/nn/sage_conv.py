@@ -1,82 +1,117 @@
 """SAGEConv: GraphSAGE (Hamilton et al., NeurIPS 2017) with PyG's semantics."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, Optional, Union
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import ops as ss
-from ..graph import Graph
-from ..program import vertex_program
-from ._utils import check_graph, dense, glorot, linear, zeros
+from ._aggr import FUSABLE, SimpleAggregation, aggregate, out_channels_of, reset, resolve as resolve_aggr
+from ._inputs import Batch, normalise_call, resolve, split_features
+from ._linear import Linear
+from ._precision import float32_inside
+from ._utils import dense, linear
 
 
-@vertex_program(name="neighbour_mean")
-def neighbour_mean(v):
-    return ss.mean(e.src.h for e in v.in_edges())
-
-
-@vertex_program(name="neighbour_max")
-def neighbour_max(v):
-    return ss.max(e.src.h for e in v.in_edges())
-
-
-_PROGRAMS = {"mean": neighbour_mean, "max": neighbour_max}
+def _all_ones(v: Optional[torch.Tensor]) -> bool:
+    return v is None or bool((v == 1).all())
 
 
 class SAGEConv(nn.Module):
     r"""GraphSAGE: ``out_i = W_l aggr_{j -> i}(x_j) + b + W_r x_i`` (``lin_l(aggr) + lin_r(x_i)``).
 
-    ``aggr`` is ``"mean"`` or ``"max"`` over in-neighbours (0 for a vertex without in-edges,
-    as PyG); ``root_weight=False`` drops the ``W_r x_i`` term; ``normalize=True`` L2-normalises
-    each output row. Parameter names follow PyG (``lin_l.weight``, ``lin_l.bias``,
-    ``lin_r.weight``); weights glorot, bias zeros.
+    ``aggr``: ``"mean"`` (default), ``"sum"`` / ``"add"``, ``"max"``, ``"min"``, ``"var"``,
+    ``"std"``, ``"softmax"``, ``"lstm"``, a list of these (concatenated, or combined as
+    ``aggr_kwargs=dict(mode=...)`` says) or an aggregation module; see ``seastar.nn._aggr``.
+    An empty neighbourhood aggregates to 0, as in PyG. ``root_weight=False`` drops the
+    ``W_r x_i`` term; ``normalize=True`` L2-normalises each output row; ``project=True`` first
+    maps the sources through ``relu(lin(x_j))``. Parameter names follow PyG (``lin_l.weight``,
+    ``lin_l.bias``, ``lin_r.weight``, ``lin.*``, ``aggr_module.*``); weights glorot, bias zeros.
 
-    The aggregation is one vertex program. For ``mean`` (linear) and ``out < in`` the layer
-    projects first and averages ``x W_l`` (the same value, a narrower program); ``max`` always
-    aggregates ``x`` itself.
+    Calls: ``conv(graph, x)``; PyG's ``conv(x, edge_index, size=None)``, ``conv(x, adj_t)`` (the
+    values of a sparse ``adj_t`` weight the messages of sum / mean / max / min, as PyG's sparse
+    path does), ``conv((x_src, x_dst), edge_index)`` with ``in_channels=(F_src, F_dst)``
+    (``x_dst=None``: no root term), ``conv(data)``; ``x`` [N, F] or [B, N, F] (one graph, a
+    batch of signals); ``in_channels=-1`` is lazy; float16 / bfloat16 compute in float32.
+
+    The aggregation is one vertex program. For ``mean`` / ``sum`` (linear) and ``out < in`` the
+    layer projects first and aggregates ``x W_l`` (the same value, a narrower program); the other
+    aggregations aggregate ``x`` itself.
 
     Memory per forward + backward (floats; N vertices, E edges, F_in -> F_out, A = the width
-    aggregated: min(F_in, F_out) for mean, F_in for max): fused backend ``N*F_in`` (x) + ``N*A``
-    (aggregate) + ``2*N*F_out`` (the two projections and their sum) + the same for gradients
-    (max keeps an O(N*F_in) argmax index for backward): O(N*(F_in + F_out)), no O(E*F) tensor. The
-    reference backend materialises the gathered neighbour features, O(E*A) in forward and backward.
+    aggregated: min(F_in, F_out) for mean, F_in otherwise): fused backend ``N*F_in`` (x) +
+    ``N*A`` (aggregate) + ``2*N*F_out`` (the two projections and their sum) + the same for
+    gradients (max keeps an O(N*F_in) argmax index for backward): O(N*(F_in + F_out)), no O(E*F)
+    tensor (except ``lstm`` and aggregation modules). The reference backend materialises the
+    gathered neighbour features, O(E*A).
     """
 
-    def __init__(self, in_channels: int, out_channels: int, aggr: str = "mean", normalize: bool = False,
-                 root_weight: bool = True, bias: bool = True, backend: Optional[str] = None):
+    def __init__(self, in_channels: Union[int, tuple], out_channels: int,
+                 aggr: Union[str, list, nn.Module, None] = "mean", normalize: bool = False, root_weight: bool = True,
+                 project: bool = False, bias: bool = True, aggr_kwargs: Optional[Dict[str, Any]] = None,
+                 backend: Optional[str] = None):
         super().__init__()
-        if aggr not in _PROGRAMS:
-            raise ValueError(f"SAGEConv: aggr must be one of {sorted(_PROGRAMS)}, got {aggr!r}")
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.aggr, self.normalize, self.root_weight = aggr, normalize, root_weight
+        self.normalize, self.root_weight, self.project = normalize, root_weight, project
         self.backend = backend
-        self.lin_l = nn.Linear(in_channels, out_channels, bias=bias)
-        self.lin_r = nn.Linear(in_channels, out_channels, bias=False) if root_weight else None
+        pair = (in_channels, in_channels) if isinstance(in_channels, int) else tuple(in_channels)
+        if project and pair[0] <= 0:
+            raise ValueError(f"'{self.__class__.__name__}' does not support lazy initialization with `project=True`")
+        if aggr is None:
+            raise ValueError("SAGEConv: aggr must be given (a name, a list of names or a module)")
+        self.aggr_module: nn.Module = resolve_aggr(aggr, pair[0] if pair[0] > 0 else None, **(aggr_kwargs or {}))
+        # PyG keeps the name (or list) and prints it; a module prints as itself
+        self.aggr = aggr if isinstance(aggr, (str, list, tuple)) else str(self.aggr_module)
+        if project:
+            self.lin = Linear(pair[0], pair[0], bias=True)
+        aggr_out = out_channels_of(self.aggr_module, pair[0]) if pair[0] > 0 else -1
+        self.lin_l = Linear(aggr_out, out_channels, bias=bias, weight_initializer="glorot",
+                            bias_initializer="zeros")
+        self.lin_r = Linear(pair[1], out_channels, bias=False, weight_initializer="glorot") if root_weight else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        glorot(self.lin_l.weight)
-        zeros(self.lin_l.bias)
+        reset(self.aggr_module)
+        if self.project:
+            self.lin.reset_parameters()
+        self.lin_l.reset_parameters()
         if self.lin_r is not None:
-            glorot(self.lin_r.weight)
+            self.lin_r.reset_parameters()
 
-    def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
-        check_graph("SAGEConv", graph, x)
-        prog = _PROGRAMS[self.aggr]
-        if self.aggr == "mean" and self.out_channels < self.in_channels:
-            out = prog(graph, backend=self.backend, h=linear(x, self.lin_l.weight))
+    @float32_inside
+    def forward(self, x, edge_index=None, size=None) -> torch.Tensor:
+        """``forward(graph, x)`` or PyG's ``forward(x, edge_index, size=None)``."""
+        x, edge_index, _ = normalise_call("SAGEConv", x, edge_index)
+        x_src, x_dst, _ = split_features("SAGEConv", x)
+        batch = None
+        if isinstance(x_src, torch.Tensor) and x_src.dim() > 2 and not x_src.is_sparse:
+            x_src, batch = Batch.fold(x_src)
+            x_dst = x_dst if x_dst is None else Batch.fold(x_dst)[0]
+        s = resolve("SAGEConv", x_src, x_dst, edge_index, size)
+        if self.project:
+            x_src = F.relu(self.lin(x_src))
+        weight = None
+        if s.values is not None and isinstance(self.aggr_module, SimpleAggregation) \
+                and self.aggr_module.kind in FUSABLE and not _all_ones(s.values):
+            weight = s.values
+        agg = self.aggr_module
+        if getattr(agg, "linear", False) and self.out_channels < self._width(x_src):
+            self.lin_l.materialize(self._width(x_src))
+            out = aggregate(agg, s, linear(x_src, self.lin_l.weight), weight, backend=self.backend)
             if self.lin_l.bias is not None:
                 out = out + self.lin_l.bias
         else:
-            out = self.lin_l(prog(graph, backend=self.backend, h=dense(x)))
-        if self.lin_r is not None:  # the destinations' own rows (the first num_dst of a block's sources)
-            out = out + linear(x[: graph.num_dst] if graph.is_bipartite else x, self.lin_r.weight)
+            out = self.lin_l(aggregate(agg, s, dense(x_src), weight, backend=self.backend))
+        if self.lin_r is not None and x_dst is not None:
+            out = out + self.lin_r(x_dst)
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
-        return out
+        return batch.unfold(out) if batch is not None else out
+
+    @staticmethod
+    def _width(x: torch.Tensor) -> int:
+        return x.shape[-1]
 
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, aggr={self.aggr!r})"
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, aggr={self.aggr})"

@@ -1,0 +1,78 @@
+"""The symmetric GCN normalisation of GCNConv and APPNP, with PyG's self-loop rules.
+
+``w'_e = d_src^-1/2 * w_e * d_dst^-1/2`` over the graph with self loops, ``d`` the weighted
+in-degree (``w = 1`` without edge weights); a vertex of degree 0 gets 0. Self loops follow PyG:
+
+* ``edge_index`` (or a ``seastar.Graph``): ``add_remaining_self_loops``: every vertex ends up
+  with exactly one loop; an existing loop keeps its weight, a new one gets ``fill`` (1, or 2
+  with ``improved``). As in PyG's ``gcn_norm``, without edge weights every weight is 1, the
+  new loops' included, so ``improved`` changes nothing there.
+* a ``torch.sparse`` adjacency: PyG adds a loop of weight ``fill`` to every vertex and the
+  sparse matrix sums it with an existing diagonal entry (``A + fill * I``).
+* a ``SparseTensor``: ``fill_diag``: the diagonal becomes ``fill`` (existing entries replaced).
+
+Without per-call weights the result depends on the graph alone and is cached per graph (uid),
+device and dtype; with weights (possibly learned) it is recomputed each call, O(E) torch ops,
+and is differentiable in them.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+
+from ._loops import loop_values, with_loops
+from ._structure import Structure
+from ._utils import GraphCache, graph_uid
+
+
+def _as_column(w: torch.Tensor, num_edges: int, layer: str) -> torch.Tensor:
+    if w.dim() == 2 and w.shape[1] == 1:
+        w = w.view(-1)
+    if w.dim() != 1 or w.shape[0] != num_edges:
+        raise ValueError(f"{layer}: edge_weight must be [E] = [{num_edges}] (one weight per edge), "
+                         f"got {tuple(w.shape)}")
+    return w
+
+
+def edge_weights(s: Structure, edge_weight: Optional[torch.Tensor], layer: str) -> Optional[torch.Tensor]:
+    """The call's per-edge weights [E]: ``edge_weight``, or a sparse adjacency's values."""
+    if edge_weight is not None:
+        if not isinstance(edge_weight, torch.Tensor):
+            raise TypeError(f"{layer}: edge_weight must be a tensor, got {type(edge_weight).__name__}")
+        return _as_column(edge_weight, s.num_edges, layer)
+    if s.values is not None:
+        return _as_column(s.values, s.num_edges, layer)
+    return None
+
+
+def normalise(s: Structure, w: torch.Tensor) -> torch.Tensor:
+    src, dst = s.edge_index.to(w.device)
+    deg = w.new_zeros(s.num_dst).index_add(0, dst, w)
+    dinv = deg.pow(-0.5)
+    dinv = dinv.masked_fill(torch.isinf(dinv), 0.0)
+    return dinv[src] * w * dinv[dst]
+
+
+def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor], add_self_loops: bool,
+             improved: bool, dtype: torch.dtype, device, layer: str = "GCNConv") -> Tuple[Structure, torch.Tensor]:
+    """The structure to propagate over and its normalised weights [E', 1]."""
+    w = edge_weights(s, edge_weight, layer)
+    fill = 2.0 if improved else 1.0
+    if w is None and s.layout is None:  # depends on the graph alone: once per graph
+        def make64():
+            st = with_loops(cache, s, s.num_dst).structure if add_self_loops else s
+            return st, normalise(st, torch.ones(st.num_edges, dtype=torch.float64)).unsqueeze(-1)
+        key = ("gcn_norm", graph_uid(s.graph), add_self_loops)
+        st, w64 = cache.get(key, make64)
+        return st, cache.get(key + (str(device), dtype), lambda: w64.to(device=device, dtype=dtype))
+    if w is None:
+        w = torch.ones(s.num_edges, dtype=dtype, device=device)
+    w = w.to(dtype=dtype, device=device)
+    st = s
+    if add_self_loops:
+        lg = with_loops(cache, s, s.num_dst)
+        mode = {None: "remaining", "torch_sparse": "replace"}.get(s.layout, "sum")
+        st = lg.structure
+        w = loop_values(lg, w, fill, mode)
+    return st, normalise(st, w).unsqueeze(-1)

@@ -1,0 +1,109 @@
+"""Self loops as PyG adds them, and the per-edge values (weights, attributes) that go with them.
+
+``with_loops`` builds, once per graph, the graph PyG's ``add_remaining_self_loops`` and
+``remove_self_loops`` + ``add_self_loops`` both produce: the graph's edges that are not self
+loops, in their order, followed by one loop per vertex ``0 .. L-1`` (``L = num_nodes``, or
+``min(num_src, num_dst)`` on a bipartite graph). The two PyG functions differ only in the
+values they give the loops, which ``loop_values`` computes per call (values may be learned):
+
+* ``"remaining"`` (``add_remaining_self_loops``, GCN / APPNP on ``edge_index``): a vertex that
+  had a self loop keeps that loop's value (with several, one of them, assigned as PyG does),
+  the others get ``fill``;
+* ``"sum"`` (``add_self_loops`` on a sparse adjacency, which then sums duplicate entries):
+  ``fill`` plus the values of the vertex's own loops;
+* ``"replace"`` (``remove_self_loops`` then ``add_self_loops``, GAT): every loop gets ``fill``,
+  which may be a reduction (``"mean"``, ``"add"``, ...) of the values of the vertex's other
+  in-edges.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Union
+
+import torch
+
+from ._structure import Structure, make_graph
+from ._utils import GraphCache, graph_uid
+
+REDUCTIONS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "amax", "min": "amin", "mul": "prod"}
+
+
+class LoopGraph(NamedTuple):
+    """``structure``: the non-loop edges, then loops ``0 .. num_loops-1``; ``kept`` [E'] the ids
+    of the non-loop edges in the input; ``loop_edges`` / ``loop_vertex``: the input's self loops
+    (edge ids) and their vertices."""
+
+    structure: Structure
+    kept: torch.Tensor
+    loop_edges: torch.Tensor
+    loop_vertex: torch.Tensor
+    num_loops: int
+
+
+def with_loops(cache: GraphCache, s: Structure, num_loops: int = None) -> LoopGraph:
+    if num_loops is None:
+        num_loops = min(s.num_src, s.num_dst)
+
+    def make():
+        ei = s.edge_index
+        is_loop = ei[0] == ei[1]
+        kept = torch.nonzero(~is_loop).flatten()
+        loop_edges = torch.nonzero(is_loop & (ei[0] < num_loops)).flatten()
+        loop_vertex = ei[0, loop_edges]
+        loops = torch.arange(num_loops, dtype=torch.int64)
+        new_ei = torch.cat([ei[:, kept], torch.stack([loops, loops])], 1).contiguous()
+        st = Structure(make_graph(new_ei, s.num_src, s.num_dst), s.num_src, s.num_dst, new_ei, None, s.layout)
+        return LoopGraph(st, kept, loop_edges, loop_vertex, num_loops)
+
+    return cache.get(("with_loops", graph_uid(s.graph), num_loops), make)
+
+
+def fill_values(fill: Union[float, torch.Tensor, str, None], like: torch.Tensor, index: torch.Tensor,
+                num: int) -> torch.Tensor:
+    """PyG's ``compute_loop_attr``: ``num`` rows shaped like ``like``'s, from a number, a tensor,
+    None (ones) or the reduction named by ``fill`` of ``like``'s rows grouped by ``index``
+    (0 for a group without rows)."""
+    shape = (num,) + tuple(like.shape[1:])
+    if fill is None:
+        return like.new_ones(shape)
+    if isinstance(fill, bool):
+        raise TypeError(f"fill_value must be a number, a tensor or one of {sorted(REDUCTIONS)}, got {fill!r}")
+    if isinstance(fill, (int, float)):
+        return like.new_full(shape, float(fill))
+    if isinstance(fill, torch.Tensor):
+        t = fill.to(like.device, like.dtype)
+        if t.dim() != like.dim():
+            t = t.unsqueeze(0)
+        return t.expand(shape).contiguous()
+    if isinstance(fill, str):
+        if fill not in REDUCTIONS:
+            raise ValueError(f"fill_value must be a number, a tensor or one of {sorted(REDUCTIONS)}, got {fill!r}")
+        idx = index.to(like.device).view((-1,) + (1,) * (like.dim() - 1)).expand_as(like)
+        return like.new_zeros(shape).scatter_reduce(0, idx, like, reduce=REDUCTIONS[fill], include_self=False)
+    raise TypeError(f"fill_value must be a number, a tensor or one of {sorted(REDUCTIONS)}, "
+                    f"got {type(fill).__name__}")
+
+
+def loop_values(lg: LoopGraph, values: torch.Tensor, fill, mode: str) -> torch.Tensor:
+    """The values of ``lg.structure``'s edges: ``values`` [E, ...] of the non-loop edges, then
+    the loops' values by ``mode`` (see the module docstring)."""
+    dev = values.device
+    kept = values[lg.kept.to(dev)]
+    if mode == "replace":
+        dst = lg.structure.edge_index[1, :lg.kept.numel()]
+        loops = fill_values(fill, kept, dst, lg.num_loops)
+    elif mode in ("remaining", "sum"):
+        if isinstance(fill, str):
+            raise ValueError(f"a reduction ({fill!r}) as the fill value of self loops is only supported when "
+                             f"existing loops are replaced")
+        loops = fill_values(fill, values, None, lg.num_loops)
+        if mode == "remaining":
+            if lg.loop_edges.numel():
+                # PyG's assignment (index_put): with several loops at a vertex one value wins and,
+                # in backward, every one of them receives the loop's gradient
+                loops = loops.index_put((lg.loop_vertex.to(dev),), values[lg.loop_edges.to(dev)])
+        elif lg.loop_edges.numel():
+            loops = loops.index_add(0, lg.loop_vertex.to(dev), values[lg.loop_edges.to(dev)])
+    else:
+        raise ValueError(f"unknown self-loop mode {mode!r}")
+    return torch.cat([kept, loops])
+

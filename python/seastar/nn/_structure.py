@@ -1,0 +1,232 @@
+"""What a layer propagates over, whichever way the caller gave it: a ``seastar.Graph``, PyG's
+``edge_index`` [2, E], or a sparse adjacency (``torch.sparse`` COO / CSR / CSC, or a
+``torch_sparse.SparseTensor``-like object with ``.coo()``), square or bipartite.
+
+A sparse adjacency is PyG's ``adj_t``: the *transposed* adjacency, ``adj_t[i, j] != 0`` for an
+edge ``j -> i`` (rows are destinations), so it is ``[num_dst, num_src]``. Its edges are taken in
+coalesced (destination-major) order and its values, when it has any, travel with them
+(``Structure.values``): edge weights for GCN / APPNP, messages' weights for sum / mean
+aggregations, edge types for R-GCN, as PyG reads them.
+
+Bipartite graphs (``num_src != num_dst``) are the core's ``Graph.from_edge_index(edge_index,
+num_nodes=(num_src, num_dst))``. A structure can also be bipartite on a square graph of
+``max(num_src, num_dst)`` vertices (the typed layers' graphs, whose pair and run graphs are
+square, and builds whose core has no bipartite graphs): its tensors are zero-padded to that many
+rows (``Structure.src`` / ``dst``) and its outputs cut to ``num_dst`` rows (``Structure.out``);
+the padded rows have no in-edges and send none, so the first ``num_dst`` rows are exact.
+"""
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple, Optional, Tuple
+
+import torch
+
+from ..graph import Graph
+from ._tensor_cache import GRAPHS
+
+log = logging.getLogger("seastar")
+
+FLOWS = ("source_to_target", "target_to_source")
+
+
+def core_has_bipartite() -> bool:
+    """Whether ``seastar.Graph`` builds bipartite graphs itself (``num_nodes=(num_src, num_dst)``)."""
+    return hasattr(Graph, "is_bipartite")
+
+
+class Structure(NamedTuple):
+    """The graph of one call: ``graph`` (edges in the order the caller gave them, or the sparse
+    adjacency's coalesced order), ``num_src`` x ``num_dst`` vertices, ``edge_index`` [2, E] int64
+    (row 0 sources) and the sparse adjacency's ``values`` [E, ...] when it came with any."""
+
+    graph: Graph
+    num_src: int
+    num_dst: int
+    edge_index: torch.Tensor
+    values: Optional[torch.Tensor] = None
+    layout: Optional[object] = None  # the sparse layout given (torch.layout, or "torch_sparse")
+
+    @property
+    def padded(self) -> bool:
+        """A bipartite structure on a square graph (a core without bipartite graphs)."""
+        if getattr(self.graph, "is_bipartite", False):
+            return False
+        return self.graph.num_nodes != self.num_src or self.graph.num_nodes != self.num_dst
+
+    @property
+    def num_edges(self) -> int:
+        return self.edge_index.shape[1]
+
+    def src(self, t: torch.Tensor) -> torch.Tensor:
+        """A tensor read at the sources, with the graph's vertex rows."""
+        return pad_rows(t, self.graph.num_nodes) if self.padded else t
+
+    def dst(self, t: torch.Tensor) -> torch.Tensor:
+        """A tensor read at the centre (destination) vertices, with the graph's vertex rows."""
+        return pad_rows(t, self.graph.num_nodes) if self.padded else t
+
+    def out(self, t: torch.Tensor) -> torch.Tensor:
+        """A program's output, ``num_dst`` rows."""
+        return t[:self.num_dst] if t.shape[0] != self.num_dst else t
+
+    def with_values(self, values: Optional[torch.Tensor]) -> "Structure":
+        return self._replace(values=values)
+
+
+def pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
+    if t.shape[0] >= rows:
+        return t
+    return torch.cat([t, t.new_zeros((rows - t.shape[0],) + tuple(t.shape[1:]))])
+
+
+def make_graph(edge_index: torch.Tensor, num_src: int, num_dst: int, **types) -> Graph:
+    """A graph of ``edge_index`` (int64 [2, E], checked), bipartite when ``num_src != num_dst``."""
+    if num_src == num_dst:
+        return Graph.from_edge_index(edge_index, num_nodes=num_src, **types)
+    if core_has_bipartite():
+        return Graph.from_edge_index(edge_index, num_nodes=(num_src, num_dst), **types)
+    return Graph.from_edge_index(edge_index, num_nodes=max(num_src, num_dst), **types)
+
+
+def check_edge_index(edge_index: torch.Tensor, num_src: int, num_dst: int) -> None:
+    """PyG's checks and messages, plus the vertex range (which PyG leaves to an index error)."""
+    if edge_index.is_floating_point() or edge_index.is_complex() or edge_index.dtype == torch.bool:
+        raise ValueError(f"Expected 'edge_index' to be of integer type (got '{edge_index.dtype}')")
+    if edge_index.dim() != 2:
+        raise ValueError(f"Expected 'edge_index' to be two-dimensional (got {edge_index.dim()} dimensions)")
+    if edge_index.size(0) != 2:
+        raise ValueError(f"Expected 'edge_index' to have size '2' in the first dimension "
+                         f"(got '{edge_index.size(0)}')")
+    if edge_index.numel() == 0:
+        return
+    lo = int(edge_index.min())
+    s_hi, d_hi = int(edge_index[0].max()), int(edge_index[1].max())
+    if lo < 0 or s_hi >= num_src or d_hi >= num_dst:
+        raise ValueError(f"edge_index refers to vertices outside the graph: sources must be in [0, {num_src}) "
+                         f"and destinations in [0, {num_dst}), got sources up to {s_hi}, destinations up to "
+                         f"{d_hi}, smallest id {lo}")
+
+
+def from_edge_index(edge_index: torch.Tensor, num_src: int, num_dst: int, flow: str = "source_to_target") -> Structure:
+    """The structure of a [2, E] ``edge_index``, cached per tensor (identity and version)."""
+    def make():
+        check_edge_index(edge_index, *((num_dst, num_src) if flow == "target_to_source" else (num_src, num_dst)))
+        ei = edge_index.detach().to("cpu", torch.int64)
+        if flow == "target_to_source":
+            ei = ei.flip(0)
+        ei = ei.contiguous()
+        return Structure(make_graph(ei, num_src, num_dst), num_src, num_dst, ei)
+    return GRAPHS.get(edge_index, ("edge_index", num_src, num_dst, flow), make)
+
+
+def is_torch_sparse(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc)
+
+
+def is_sparse_tensor_like(t) -> bool:
+    """A ``torch_sparse.SparseTensor`` (duck-typed: ``.storage``, ``.coo()``, ``.sparse_sizes()``)."""
+    return not isinstance(t, torch.Tensor) and all(hasattr(t, a) for a in ("coo", "sparse_sizes", "storage"))
+
+
+def _sparse_edges(adj_t):
+    """``(edge_index [2, E] int64 on the CPU, order, num_src, num_dst)`` of an ``adj_t``: its
+    edges in destination-major order; ``order`` permutes the layout's values into that order
+    (None when they already are)."""
+    if is_sparse_tensor_like(adj_t):
+        row, col, _ = adj_t.coo()
+        n_dst, n_src = (int(s) for s in adj_t.sparse_sizes())
+        order = None
+    else:
+        n_dst, n_src = int(adj_t.shape[0]), int(adj_t.shape[1])
+        order = None
+        if adj_t.layout == torch.sparse_coo:
+            row, col = adj_t.coalesce().indices()
+        elif adj_t.layout == torch.sparse_csr:
+            ptr, col = adj_t.crow_indices(), adj_t.col_indices()
+            row = torch.repeat_interleave(torch.arange(n_dst, device=ptr.device), ptr[1:] - ptr[:-1])
+        else:  # CSC: stored by source; sorted to destination-major order like the others
+            ptr, r = adj_t.ccol_indices(), adj_t.row_indices()
+            c = torch.repeat_interleave(torch.arange(n_src, device=ptr.device), ptr[1:] - ptr[:-1])
+            order = torch.argsort(r * max(n_src, 1) + c, stable=True)
+            row, col = r[order], c[order]
+    ei = torch.stack([col.detach().to("cpu", torch.int64), row.detach().to("cpu", torch.int64)]).contiguous()
+    return ei, order, n_src, n_dst
+
+
+def _sparse_values(adj_t, order) -> Optional[torch.Tensor]:
+    if is_sparse_tensor_like(adj_t):
+        return adj_t.storage.value()
+    v = adj_t.coalesce().values() if adj_t.layout == torch.sparse_coo else adj_t.values()
+    return v if order is None else v[order.to(v.device)]
+
+
+def from_sparse(adj_t) -> Structure:
+    """The structure of a sparse ``adj_t`` ([num_dst, num_src]); its values come along, read on
+    every call (they are the caller's, possibly differentiable, tensor)."""
+    layout = "torch_sparse" if is_sparse_tensor_like(adj_t) else adj_t.layout
+
+    def make():
+        ei, order, ns, nd = _sparse_edges(adj_t)
+        return Structure(make_graph(ei, ns, nd), ns, nd, ei, None, layout), order
+
+    s, order = GRAPHS.get(adj_t, ("sparse",), make) if isinstance(adj_t, torch.Tensor) else make()
+    return s.with_values(_sparse_values(adj_t, order))
+
+
+def from_graph(graph: Graph) -> Structure:
+    """A ``seastar.Graph`` as given (bipartite when the core's graph is)."""
+    if getattr(graph, "is_bipartite", False):
+        ns, nd = int(graph.num_src), int(graph.num_dst)
+    else:
+        ns = nd = graph.num_nodes
+    return Structure(graph, ns, nd, graph.edge_index.long())
+
+
+def structure(layer: str, edge_index, num_src: Optional[int], num_dst: Optional[int],
+              flow: str = "source_to_target") -> Structure:
+    """Any of the accepted structures; ``num_src`` / ``num_dst`` come from the features (or
+    ``size``) and are checked against a sparse adjacency's or a graph's own sizes."""
+    if flow not in FLOWS:
+        raise ValueError(f"{layer}: flow must be one of {FLOWS}, got {flow!r}")
+    if isinstance(edge_index, Graph):
+        s = from_graph(edge_index)
+    elif is_torch_sparse(edge_index) or is_sparse_tensor_like(edge_index):
+        if flow != "source_to_target":
+            raise ValueError(f"{layer}: flow direction 'target_to_source' is invalid for message propagation via "
+                             f"a sparse adjacency; pass 'adj_t' with flow='source_to_target' (rows are destinations)")
+        s = from_sparse(edge_index)
+    elif isinstance(edge_index, torch.Tensor):
+        if num_src is None or num_dst is None:
+            raise ValueError(f"{layer}: the number of vertices is unknown; pass 'size=(num_src, num_dst)'")
+        return from_edge_index(edge_index, num_src, num_dst, flow)
+    else:
+        raise TypeError(f"{layer}: expected 'edge_index' as a [2, E] integer tensor, a sparse adjacency 'adj_t' "
+                        f"(torch.sparse or SparseTensor) or a seastar.Graph; got {type(edge_index).__name__}")
+    for given, have, what in ((num_src, s.num_src, "source"), (num_dst, s.num_dst, "destination")):
+        if given is not None and given != have:
+            raise ValueError(f"{layer}: the {what} features have {given} rows but the graph has {have} {what} vertices")
+    return s
+
+
+def typed_square(edge_index: torch.Tensor, edge_type: torch.Tensor, num_src: int, num_dst: int,
+                 num_edge_types: int, layer: str) -> Graph:
+    """A typed graph of ``edge_index`` and ``edge_type`` (cached per pair of tensors), square:
+    a bipartite one has ``max(num_src, num_dst)`` vertices (the typed layers' machinery, pair and
+    run graphs, works on square graphs; inputs are zero-padded to that many rows)."""
+    def make():
+        check_edge_index(edge_index, num_src, num_dst)
+        t = edge_type.detach().to("cpu")
+        if t.is_floating_point():
+            if not bool((t == t.round()).all()):
+                raise ValueError(f"{layer}: edge_type must hold integer relation ids, got non-integer values")
+        t = t.to(torch.int64).reshape(-1)
+        if t.numel() != edge_index.shape[1]:
+            raise ValueError(f"{layer}: edge_type has {t.numel()} entries but edge_index has "
+                             f"{edge_index.shape[1]} edges")
+        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= num_edge_types):
+            raise ValueError(f"{layer}: edge_type must be in [0, {num_edge_types}), got values in "
+                             f"[{int(t.min())}, {int(t.max())}]")
+        ei = edge_index.detach().to("cpu", torch.int64).contiguous()
+        return Graph.from_edge_index(ei, num_nodes=max(num_src, num_dst), edge_type=t, num_edge_types=num_edge_types)
+    return GRAPHS.get(edge_index, ("typed", num_src, num_dst, num_edge_types), make, also=edge_type)

@@ -1,0 +1,72 @@
+"""The calling conventions of the relational layers (R-GCN): a typed ``seastar.Graph``, or PyG's
+``(x, edge_index, edge_type)`` / ``(x, adj_t)`` with the relation of each edge as the sparse
+adjacency's value; ``x`` a tensor, a bipartite pair ``(x_src, x_dst)``, or featureless (None or
+an index tensor, as PyG's ``RGCNConv`` takes them)."""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import torch
+
+from ..graph import Graph
+from ._inputs import normalise_call
+from ._structure import from_sparse, is_sparse_tensor_like, is_torch_sparse, typed_square
+
+
+class TypedCall(NamedTuple):
+    graph: Graph            # typed, square: max(num_src, num_dst) vertices
+    x_src: torch.Tensor     # float features [num_src, F] or int64 indices [num_src]
+    x_dst: torch.Tensor
+    num_src: int
+    num_dst: int
+    dtype: torch.dtype      # the float type to compute in
+
+
+def typed_call(layer: str, x, edge_index, edge_type: Optional[torch.Tensor], num_relations: int,
+               in_channels: int, device, param_dtype: torch.dtype = torch.float32) -> TypedCall:
+    x, edge_index, extra = normalise_call(layer, x, edge_index, edge_type=edge_type)
+    edge_type = extra["edge_type"]
+    pair = isinstance(x, (tuple, list))
+    if pair:
+        if len(x) != 2:
+            raise ValueError(f"{layer}: bipartite features are a pair (x_src, x_dst), got {len(x)} items")
+        x_src, x_dst = x
+        if x_dst is None:
+            raise ValueError(f"{layer}: x_dst (the destinations' features or indices) is required: the output has "
+                             f"one row per destination")
+    else:
+        x_src = x_dst = x
+    if x_src is None:  # featureless: vertex i is row i of the weights
+        x_src = torch.arange(in_channels, device=device)
+        if not pair:
+            x_dst = x_src
+    for t, what in ((x_src, "x_src"), (x_dst, "x_dst")):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{layer}: {what} must be a tensor (features or int64 indices), got {type(t).__name__}")
+    floats = [t.dtype for t in (x_src, x_dst) if t.is_floating_point()]
+    dtype = floats[0] if floats else param_dtype
+    ns, nd = int(x_src.shape[0]), int(x_dst.shape[0])
+    if isinstance(edge_index, Graph):
+        graph = edge_index
+        if ns != graph.num_nodes or nd != graph.num_nodes:
+            raise ValueError(f"{layer}: x has {ns if ns != graph.num_nodes else nd} rows but the graph has "
+                             f"{graph.num_nodes} vertices")
+        return TypedCall(graph, x_src, x_dst, ns, nd, dtype)
+    if is_torch_sparse(edge_index) or is_sparse_tensor_like(edge_index):
+        s = from_sparse(edge_index)
+        if (s.num_src, s.num_dst) != (ns, nd):
+            raise ValueError(f"{layer}: the features give {ns} sources and {nd} destinations but the adjacency is "
+                             f"[{s.num_dst}, {s.num_src}] (adj_t: destinations x sources)")
+        if edge_type is None:
+            if s.values is None:
+                raise ValueError(f"{layer}: the sparse adjacency has no values; its values (or edge_type) must give "
+                                 f"each edge's relation")
+            edge_type = s.values
+        edge_index = s.edge_index
+    elif not isinstance(edge_index, torch.Tensor):
+        raise TypeError(f"{layer}: expected 'edge_index' as a [2, E] integer tensor, a sparse adjacency or a "
+                        f"seastar.Graph; got {type(edge_index).__name__}")
+    if edge_type is None:
+        raise ValueError(f"{layer}: edge_type [E] (each edge's relation) is required with an edge_index")
+    graph = typed_square(edge_index, edge_type, ns, nd, num_relations, layer)
+    return TypedCall(graph, x_src, x_dst, ns, nd, dtype)
