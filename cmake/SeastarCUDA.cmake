@@ -32,7 +32,8 @@ if(SEASTAR_ENABLE_CUDA)
     set(SEASTAR_CUDA_INCLUDE_DIRS ${_cuda_inc})
     message(STATUS "Seastar: CUDA backend on (headers in ${_cuda_inc}; NVRTC and the driver are loaded at run time)")
     target_compile_definitions(seastar_cuda_config INTERFACE SEASTAR_WITH_CUDA=1)
-    target_include_directories(seastar_cuda_config SYSTEM INTERFACE ${_cuda_inc})
+    # the toolkit's headers are for Seastar's own CUDA sources: its installed headers need none
+    target_include_directories(seastar_cuda_config SYSTEM INTERFACE $<BUILD_INTERFACE:${_cuda_inc}>)
     # torch's CUDA libraries, for at::cuda::getCurrentCUDAStream (the launch glue only), and the
     # CUDA runtime torch itself loads (c10's inline CUDA helpers call it), so that executables
     # link too (a Python extension would find it in the process)
@@ -41,12 +42,16 @@ if(SEASTAR_ENABLE_CUDA)
     find_file(SEASTAR_CUDART NAMES libcudart.so.13 libcudart.so.12 libcudart.so
       HINTS ${_site}/nvidia/cu13/lib ${_site}/nvidia/cuda_runtime/lib ${_cuda_root}/lib64 ${_cuda_root}/lib
       NO_DEFAULT_PATH)
+    # as seastar::torch: build-tree paths here, seastar::libtorch_cuda once installed
     add_library(seastar_torch_cuda_libs INTERFACE)
     target_link_libraries(seastar_torch_cuda_libs INTERFACE seastar::torch
-      ${SEASTAR_TORCH_LIB_DIR}/libtorch_cuda.so ${SEASTAR_TORCH_LIB_DIR}/libc10_cuda.so)
+      $<BUILD_INTERFACE:${SEASTAR_TORCH_LIB_DIR}/libtorch_cuda.so>
+      $<BUILD_INTERFACE:${SEASTAR_TORCH_LIB_DIR}/libc10_cuda.so>
+      $<INSTALL_INTERFACE:seastar::libtorch_cuda>)
     if(SEASTAR_CUDART)
-      target_link_libraries(seastar_torch_cuda_libs INTERFACE ${SEASTAR_CUDART})
+      target_link_libraries(seastar_torch_cuda_libs INTERFACE $<BUILD_INTERFACE:${SEASTAR_CUDART}>)
     endif()
+    set_target_properties(seastar_torch_cuda_libs PROPERTIES EXPORT_NAME torch_cuda)
     target_compile_definitions(seastar_torch_cuda_libs INTERFACE USE_CUDA=1)
     add_library(seastar::torch_cuda ALIAS seastar_torch_cuda_libs)
   else()

@@ -1,7 +1,13 @@
 # spdlog (with fmt), GoogleTest and pybind11. spdlog comes from Debian's libspdlog-dev; a
 # machine without it (a GPU machine with no network) may instead carry the headers in
 # third_party_headers/include, used header-only.
-find_package(spdlog CONFIG QUIET)
+# SEASTAR_SPDLOG_HEADER_ONLY=ON uses the headers even where the library exists: the extension
+# then needs no libspdlog/libfmt at run time (a wheel for machines without those packages).
+# It changes the compile flags of every file, so it is off where builds share a compiler cache.
+option(SEASTAR_SPDLOG_HEADER_ONLY "Use spdlog and fmt header-only even where the libraries are installed" OFF)
+if(NOT SEASTAR_SPDLOG_HEADER_ONLY)
+  find_package(spdlog CONFIG QUIET)
+endif()
 if(spdlog_FOUND)
   add_library(seastar_spdlog INTERFACE)
   target_link_libraries(seastar_spdlog INTERFACE spdlog::spdlog)
@@ -13,7 +19,11 @@ else()
   endif()
   message(STATUS "Seastar: header-only spdlog/fmt from ${SEASTAR_SPDLOG_INCLUDE}")
   add_library(seastar_spdlog INTERFACE)
-  target_include_directories(seastar_spdlog SYSTEM INTERFACE ${SEASTAR_SPDLOG_INCLUDE})
+  # a compiler's own include directory (Debian's /usr/include) must not become -isystem: that
+  # reorders the standard library's headers
+  if(NOT SEASTAR_SPDLOG_INCLUDE IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
+    target_include_directories(seastar_spdlog SYSTEM INTERFACE $<BUILD_INTERFACE:${SEASTAR_SPDLOG_INCLUDE}>)
+  endif()
   target_compile_definitions(seastar_spdlog INTERFACE SPDLOG_HEADER_ONLY SPDLOG_FMT_EXTERNAL FMT_HEADER_ONLY)
 endif()
 

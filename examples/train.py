@@ -29,6 +29,7 @@ except ImportError:  # run from a checkout: python examples/train.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
     import seastar as ss
 import seastar.nn as snn  # noqa: E402
+from _common import check_arguments  # noqa: E402  (examples/, the script's folder)
 from seastar.nn._utils import linear as snn_linear  # noqa: E402  (dense or sparse x @ W.T + b)
 
 log = logging.getLogger("seastar.examples.train")
@@ -174,7 +175,29 @@ def parse_args(argv=None):
     for k, v in RECIPES[args.model].items():
         if getattr(args, k) is None:
             setattr(args, k, v)
+    check_arguments(p, args, dict(epochs=1, hidden=1, heads=1, threads=1))
+    if not args.lr > 0:
+        p.error(f"--lr must be positive, got {args.lr}")
+    if args.weight_decay < 0:
+        p.error(f"--weight-decay must be at least 0, got {args.weight_decay}")
+    check_device(p, args.device)
     return args
+
+
+def check_device(parser, name):
+    """``parser.error`` for a device torch does not know or that this machine does not have."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        parser.error(f"--device must be cpu, cuda or cuda:N, got {name!r}")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            parser.error(f"--device {name}: no CUDA device is available here (torch {torch.__version__}: "
+                         f"torch.cuda.is_available() is False)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            parser.error(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif device.type != "cpu":
+        parser.error(f"--device must be cpu, cuda or cuda:N, got {name!r}")
 
 
 def seed_everything(seed):

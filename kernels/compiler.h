@@ -1,13 +1,24 @@
 /** \file
- * Compiles generated C++ into a shared object with the host compiler, caches it on disk and
- * loads it. Cache key: a hash of the source, the compiler's version and the flags. Files are
- * written under a temporary name and renamed, so concurrent processes never load half a file.
- * Directory: $SEASTAR_CACHE_DIR, else $XDG_CACHE_HOME/seastar/kernels, else ~/.cache/seastar/kernels.
+ * Compiles generated C++ into a shared object with the host compiler, caches it on disk
+ * (kernel_cache.h) and loads it.
+ *
+ * Key: a hash of the source, the compiler command, its version, the flags (with
+ * SEASTAR_CXXFLAGS) and what they resolve to on this machine (host_toolchain.h). Every entry
+ * carries a trailer with its key, size and content hash, checked before dlopen, and the code
+ * itself exports `seastar_kernel_key`, checked after: a damaged or misplaced entry is rebuilt
+ * once, with a warning, and never loaded. The compiler runs from an argument vector, never
+ * through a shell.
+ *
+ * An index per (source, flags, CPU) records the key last built for them, so a warm cache keeps
+ * working where the compiler cannot be run (a deployment without g++): the JIT then loads the
+ * indexed entry, or raises one CompileError naming the compiler when there is none.
  */
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "kernels/kernel_cache.h"
 
 namespace seastar::kernels {
 
@@ -20,12 +31,9 @@ struct CompiledKernel {
 };
 
 /// Compiles (or finds in a cache) and loads `source`; resolves `seastar_entry`. Throws
-/// CompileError with the compiler's output and the path of the source on failure.
+/// CompileError with the compiler's output and the path of the source on failure, Interrupted
+/// when the compiler was ended by SIGINT. `name` may hold any characters (it is sanitised into
+/// file names).
 CompiledKernel compile_cpu(const std::string& source, const std::string& name);
-
-std::string cache_dir();
-
-/// The cache key of `text` (64-bit FNV-1a, hex); the NVRTC cache (nvrtc_compiler.h) uses it too.
-std::string content_hash(const std::string& text);
 
 }  // namespace seastar::kernels

@@ -17,7 +17,7 @@
 
 #include "core/util/errors.h"
 #include "core/util/log.h"
-#include "kernels/compiler.h"
+#include "kernels/kernel_cache.h"
 #include "seastar_device_headers.h"  // generated from kernels/device/*.cuh (and the emulator)
 
 namespace fs = std::filesystem;
@@ -164,22 +164,50 @@ void check(nvrtcResult r, const char* what) {
   if (r != NVRTC_SUCCESS) SEASTAR_THROW(CompileError, what, " failed: ", nvrtc().GetErrorString(r));
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-/// Writes under a temporary name, then renames: readers see nothing or the whole file.
-void write_atomic(const std::string& path, const std::string& data) {
-  const std::string tmp = path + "." + std::to_string(getpid()) + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(data.data(), static_cast<std::streamsize>(data.size()));
-    if (!out) SEASTAR_THROW(CompileError, "cannot write ", tmp);
+/// Compiles `source` with NVRTC into b->image and b->log; throws CompileError with NVRTC's log.
+void nvrtc_build(Nvrtc& lib, const std::string& source, const std::string& name, const std::vector<std::string>& options,
+                 const std::vector<std::pair<std::string, std::string>>& headers, CudaBinary* out) {
+  CudaBinary& b = *out;
+  const bool cubin = !b.is_ptx;
+  cache::write_file(b.source_path, source);
+  std::vector<const char*> hdr_text, hdr_name;
+  for (const auto& [hn, ht] : headers) {
+    hdr_name.push_back(hn.c_str());
+    hdr_text.push_back(ht.c_str());
   }
-  fs::rename(tmp, path);
+  nvrtcProgram prog = nullptr;
+  check(lib.CreateProgram(&prog, source.c_str(), b.source_path.c_str(), static_cast<int>(headers.size()),
+                          hdr_text.data(), hdr_name.data()),
+        "nvrtcCreateProgram");
+  std::vector<const char*> opts;
+  for (const auto& o : options) opts.push_back(o.c_str());
+  log::info("compiling " + b.source_path + " with NVRTC " + lib.version + " for " + b.target);
+  nvrtcResult r = lib.CompileProgram(prog, static_cast<int>(opts.size()), opts.data());
+  size_t log_size = 0;
+  lib.GetProgramLogSize(prog, &log_size);
+  b.log.assign(log_size, '\0');
+  if (log_size) lib.GetProgramLog(prog, b.log.data());
+  while (!b.log.empty() && b.log.back() == '\0') b.log.pop_back();
+  if (r != NVRTC_SUCCESS) {
+    lib.DestroyProgram(&prog);
+    std::string opt_line;
+    for (const auto& o : options) opt_line += " " + o;
+    SEASTAR_THROW(CompileError, "NVRTC ", lib.version, " failed to compile the CUDA kernels of '", name, "' for ",
+                  b.target, " (", lib.GetErrorString(r), "; source: ", b.source_path, ")\nnvrtc", opt_line, "\n",
+                  b.log);
+  }
+  size_t size = 0;
+  if (cubin) {
+    check(lib.GetCUBINSize(prog, &size), "nvrtcGetCUBINSize");
+    b.image.assign(size, '\0');
+    check(lib.GetCUBIN(prog, b.image.data()), "nvrtcGetCUBIN");
+  } else {
+    check(lib.GetPTXSize(prog, &size), "nvrtcGetPTXSize");
+    b.image.assign(size, '\0');
+    check(lib.GetPTX(prog, b.image.data()), "nvrtcGetPTX");
+  }
+  lib.DestroyProgram(&prog);
+  b.kernels = parse_ptxas_report(b.log);
 }
 
 std::string extra_flags() {
@@ -306,60 +334,28 @@ CudaBinary compile_cuda(const std::string& source, const std::string& name, int 
     return hit;
   }
 
-  const std::string dir = cache_dir();
-  fs::create_directories(dir);
-  const std::string base = dir + "/" + name + "-" + key;
+  const std::string base = cache::ensure_dir() + "/" + cache::file_stem(name) + "-" + key;
   b.source_path = base + ".cu";
   b.path = base + (cubin ? ".cubin" : ".ptx");
-  const std::string log_path = base + ".nvrtc.log";
-  if (fs::exists(b.path)) {
+  std::string why;
+  cache::Entry entry;
+  const cache::Found found = cache::read_entry(b.path, key, &entry, &why);
+  if (found == cache::Found::hit) {
     b.cache_hit = true;
-    b.image = read_file(b.path);
-    if (fs::exists(log_path)) b.log = read_file(log_path);
+    b.image = std::move(entry.object);
+    b.log = entry.fields["log"];
     b.kernels = parse_ptxas_report(b.log);
     log::debug("nvrtc: " + name + " (" + b.target + ") from the cache: " + b.path);
   } else {
-    write_atomic(b.source_path, source);
-    std::vector<const char*> hdr_text, hdr_name;
-    for (const auto& [hn, ht] : headers) {
-      hdr_name.push_back(hn.c_str());
-      hdr_text.push_back(ht.c_str());
+    if (found == cache::Found::bad) log::warn("kernel cache entry " + b.path + " is unusable (" + why + "): rebuilding it");
+    try {
+      nvrtc_build(lib, source, name, options, headers, &b);
+      // the log rides in the entry's trailer: the register report of a cached cubin
+      cache::write_entry(b.path, key, b.image, {{"log", b.log}, {"nvrtc", lib.version}, {"target", b.target}});
+    } catch (...) {
+      if (found == cache::Found::bad) cache::discard(b.path, key);  // never leave a bad entry behind
+      throw;
     }
-    nvrtcProgram prog = nullptr;
-    check(lib.CreateProgram(&prog, source.c_str(), b.source_path.c_str(), static_cast<int>(headers.size()),
-                            hdr_text.data(), hdr_name.data()),
-          "nvrtcCreateProgram");
-    std::vector<const char*> opts;
-    for (const auto& o : options) opts.push_back(o.c_str());
-    log::info("compiling " + b.source_path + " with NVRTC " + lib.version + " for " + b.target);
-    nvrtcResult r = lib.CompileProgram(prog, static_cast<int>(opts.size()), opts.data());
-    size_t log_size = 0;
-    lib.GetProgramLogSize(prog, &log_size);
-    b.log.assign(log_size, '\0');
-    if (log_size) lib.GetProgramLog(prog, b.log.data());
-    while (!b.log.empty() && b.log.back() == '\0') b.log.pop_back();
-    if (r != NVRTC_SUCCESS) {
-      lib.DestroyProgram(&prog);
-      std::string opt_line;
-      for (const auto& o : options) opt_line += " " + o;
-      SEASTAR_THROW(CompileError, "NVRTC ", lib.version, " failed to compile the CUDA kernels of '", name, "' for ",
-                    b.target, " (", lib.GetErrorString(r), "; source: ", b.source_path, ")\nnvrtc", opt_line, "\n",
-                    b.log);
-    }
-    size_t size = 0;
-    if (cubin) {
-      check(lib.GetCUBINSize(prog, &size), "nvrtcGetCUBINSize");
-      b.image.assign(size, '\0');
-      check(lib.GetCUBIN(prog, b.image.data()), "nvrtcGetCUBIN");
-    } else {
-      check(lib.GetPTXSize(prog, &size), "nvrtcGetPTXSize");
-      b.image.assign(size, '\0');
-      check(lib.GetPTX(prog, b.image.data()), "nvrtcGetPTX");
-    }
-    lib.DestroyProgram(&prog);
-    b.kernels = parse_ptxas_report(b.log);
-    write_atomic(log_path, b.log);
-    write_atomic(b.path, b.image);  // last: its existence marks a complete entry
   }
   log_resources(name, b);
   loaded[key] = b;

@@ -2,9 +2,10 @@
  * NVRTC: generated CUDA source -> a cubin for one GPU architecture (or PTX, which the driver
  * compiles at load time, when this NVRTC does not know the architecture), cached on disk like
  * the host-compiler JIT (kernels/compiler.h): key = hash of the source, the device headers,
- * NVRTC's version, the options and the target; written to a temporary name and renamed;
- * directory SEASTAR_CACHE_DIR (see cache_dir()). Register use and spills of every kernel are
- * read from ptxas's verbose report (--ptxas-options=-v, part of NVRTC's log) and logged.
+ * NVRTC's version, the options and the target; self-verifying entries written to a temporary
+ * name and renamed, a damaged one rebuilt once with a warning (kernels/kernel_cache.h).
+ * Register use and spills of every kernel are read from ptxas's verbose report
+ * (--ptxas-options=-v, part of NVRTC's log, kept in the entry) and logged.
  *
  * libnvrtc is dlopen'ed at first use (nothing CUDA is linked), so a machine without the CUDA
  * toolkit imports Seastar fine and gets a clear error only when it compiles CUDA. Search order:

@@ -41,6 +41,17 @@ else
     "$venv/bin/pip" install -q -r "$ROOT/requirements.txt"
     touch "$venv/.seastar-complete"
   fi
+  # build tools for the wheel (pyproject.toml), on top of the venv: stamped separately, so a
+  # change to them does not recreate the venv; without them only the packaging tests skip
+  build_hash=$(sha1sum "$ROOT/requirements-build.txt" | cut -c1-12)
+  if [[ ! -f $venv/.seastar-build-$build_hash ]]; then
+    log "installing the wheel build tools (requirements-build.txt) into $venv"
+    if "$venv/bin/pip" install -q -r "$ROOT/requirements-build.txt"; then
+      touch "$venv/.seastar-build-$build_hash"
+    else
+      log "could not install requirements-build.txt: the packaging tests will be skipped"
+    fi
+  fi
   if [[ ! -e $ROOT/.venv || $(readlink -f "$ROOT/.venv") != $(readlink -f "$venv") ]]; then
     if [[ -L $ROOT/.venv || ! -e $ROOT/.venv ]]; then ln -sfn "$venv" "$ROOT/.venv"; fi
   fi
@@ -53,6 +64,9 @@ export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
 BUILD=${SEASTAR_BUILD_DIR:-$ROOT/build}
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 launcher=(); command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# paths below ROOT enter ccache's keys relative to the build directory, so build/ and the
+# wheel's build-wheel/ (tests/python/test_packaging.py) share cached objects
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT}
 # (re)configure when there is no complete configuration for this interpreter; a failed
 # configure leaves no build files, so the next run configures again
 if [[ ! -f $BUILD/build.ninja && ! -f $BUILD/Makefile ]] || [[ ! -f $BUILD/CMakeCache.txt ]] ||

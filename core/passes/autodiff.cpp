@@ -5,9 +5,14 @@
  *   agg_sum.G(x)       -> dx = gather.G(g)
  *   agg_mean.G(x)      -> dx = gather.G(g / max(deg.G, 1))
  *   agg_max.G(x)       -> dx = gather.G(g) * (edge_id == gather.G(agg_argmax.G(x)))   one edge per max
+ *   fmax(x) = y        -> dx = expand(g / fsum(hit)) * hit,  hit = (x == expand(y))   ties share g
+ *   maximum(a, b)      -> da = g * p,  db = g * (1 - p),  p = step(a - b) + 0.5 * (a == b)
  *   softmax.G(s) = y   -> ds = y * (g - gather.G(agg_sum.G(y * g)))
  *   x @ W              -> dx = g @ W^T,  dW = sum_rows(outer(x, g))  (or per type for W[t])
  * Broadcasting is undone with sum_to; a Param used by every row gets sum_rows.
+ * Ties follow torch: a feature-axis max (torch.amax) and maximum/minimum (torch.maximum) split
+ * the gradient evenly among the tied elements; an aggregation over edges gives all of it to
+ * the tied edge with the smallest id, as torch.max(dim) returns one index per row.
  */
 #include <set>
 
@@ -143,11 +148,12 @@ class Differentiator {
         if (want(1)) accumulate(in(1), emit(Op::neg, {emit(Op::div, {mul(g, i), in(1)})}));
         return;
       case Op::maximum: case Op::minimum: {
-        // the larger (smaller) operand takes the gradient; ties go to the first operand
+        // torch.maximum's rule: the larger (smaller) operand takes the gradient, a tie splits it
+        // evenly (0.5 each), so the two operands' shares always add up to g
         int diff = v.op == Op::maximum ? emit(Op::sub, {in(0), in(1)}) : emit(Op::sub, {in(1), in(0)});
         int first = emit(Op::step, {diff}, Group::None, 0);
-        int tie = emit(Op::eq, {in(0), in(1)});
-        int pick = emit(Op::maximum, {first, tie});
+        int half_tie = mul(emit(Op::eq, {in(0), in(1)}), constant(0.5));
+        int pick = emit(Op::add, {first, half_tie});
         if (want(0)) accumulate(in(0), mul(g, pick));
         if (want(1)) accumulate(in(1), mul(g, emit(Op::sub, {constant(1), pick})));
         return;
@@ -177,10 +183,12 @@ class Differentiator {
         return;
       }
       case Op::fmax: {
+        // torch.amax's rule: the k elements equal to the max share g evenly (g / k each), so a
+        // max over a broadcast row gives the broadcast value g, not k * g
         const Shape xs = m_.at(in(0)).shape;  // a copy: emit() may reallocate
-        int gx = emit(Op::expand, {emit(Op::unsqueeze, {g})}, Group::None, 0, 0, xs);
         int hit = emit(Op::eq, {in(0), emit(Op::expand, {emit(Op::unsqueeze, {i})}, Group::None, 0, 0, xs)});
-        accumulate(in(0), mul(gx, hit));
+        int share = emit(Op::div, {g, emit(Op::fsum, {hit})});
+        accumulate(in(0), mul(emit(Op::expand, {emit(Op::unsqueeze, {share})}, Group::None, 0, 0, xs), hit));
         return;
       }
       case Op::unsqueeze: accumulate(in(0), emit(Op::fsum, {g})); return;

@@ -30,6 +30,11 @@ struct TraceError : Error {
 struct CompileError : Error {
   using Error::Error;
 };
+/// The user interrupted a long step (SIGINT while the host compiler ran); nothing was cached.
+/// Python sees KeyboardInterrupt.
+struct Interrupted : Error {
+  using Error::Error;
+};
 /// A feature the backend does not (yet) provide, said plainly instead of computing garbage.
 struct NotImplementedError : Error {
   using Error::Error;

@@ -15,6 +15,10 @@ import os as _os
 
 import torch as _torch  # loads LibTorch before the extension that links against it
 
+from ._torch_check import check_torch as _check_torch
+
+__version__ = _check_torch(_torch.__version__)  # a clear error, before _C fails to load
+
 from . import _C
 from ._C import CompileError, TraceError
 from .graph import Graph
@@ -22,8 +26,6 @@ from .ops import (abs, clamp, dot, elu, exp, leaky_relu, log, max, maximum, mean
                   rsqrt, sigmoid, softmax, sqrt, sum, tanh)
 from .program import VertexProgram, vertex_program
 from . import datasets, loader, nn, progress, reference
-
-__version__ = "0.1.0"
 
 _logging.getLogger("seastar").addHandler(_logging.NullHandler())
 

@@ -68,6 +68,15 @@ void bind_runtime(py::module_& m) {
   m.def("fused_apply", &apply_fused, py::arg("program"), py::arg("graph"), py::arg("names"), py::arg("tensors"),
         "Runs a FusedProgram with autograd; returns its outputs.");
   m.def("kernel_cache_dir", &kernels::cache_dir);
+  m.def("jit_compile_cpu", [](const std::string& source, const std::string& name) {
+    kernels::CompiledKernel k = kernels::compile_cpu(source, name);
+    py::dict r;
+    r["path"] = k.path;
+    r["cache_hit"] = k.cache_hit;
+    return r;
+  }, py::arg("source"), py::arg("name"),
+     "Compiles (or loads from the kernel cache) C++ source defining seastar_entry, as the fused backend does; "
+     "returns the shared object's path and whether it came from a cache. For tests and tools.");
 }
 
 }  // namespace seastar::python

@@ -3,6 +3,7 @@
 
 #include "core/util/errors.h"
 #include "core/util/log.h"
+#include "kernels/subprocess.h"
 #include "python/src/bindings.h"
 
 namespace py = pybind11;
@@ -20,6 +21,8 @@ PYBIND11_MODULE(_C, m) {
       py::set_error(trace_error, e.what());
     } catch (const seastar::CompileError& e) {
       py::set_error(compile_error, e.what());
+    } catch (const seastar::Interrupted& e) {
+      py::set_error(PyExc_KeyboardInterrupt, e.what());
     } catch (const seastar::ValueError& e) {
       py::set_error(PyExc_ValueError, e.what());
     } catch (const seastar::TypeError& e) {
@@ -29,6 +32,15 @@ PYBIND11_MODULE(_C, m) {
     } catch (const seastar::Error& e) {
       py::set_error(PyExc_RuntimeError, e.what());
     }
+  });
+
+  // Ctrl-C while the host compiler runs: Python's handler only sets a flag, so the JIT polls it
+  // and abandons the compiler. Only with the GIL already held (a forward call): a backward
+  // runs in torch's engine without it, and waiting for the GIL there could deadlock; that
+  // compile finishes and the KeyboardInterrupt follows it.
+  seastar::kernels::set_interrupt_check([] {
+    if (!Py_IsInitialized() || !PyGILState_Check()) return;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   });
 
   m.def("set_log_level", &seastar::log::set_level, py::arg("level"),

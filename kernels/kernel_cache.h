@@ -1,0 +1,86 @@
+/** \file
+ * The on-disk kernel cache shared by the host-compiler JIT (compiler.h) and NVRTC
+ * (nvrtc_compiler.h): where it lives, how entries are named, and self-verifying entries.
+ *
+ * An entry is the compiler's object (a shared library, a cubin, PTX) followed by a trailer:
+ * text fields (`key`, `size`, `hash` of the object, and the writer's own, e.g. the compiler's
+ * version or NVRTC's log), then a fixed footer giving the fields' length and hash. A reader
+ * checks all of it before the object is used, so a truncated file, garbage written over one, or
+ * a valid entry copied under another key is found out instead of crashing dlopen or a kernel.
+ * The trailer sits after everything a loader reads (an ELF file is read through its headers'
+ * offsets), so a shared library with a trailer loads as it is.
+ *
+ * Writers write under a temporary name in the same directory and rename: another process sees
+ * the old entry or the whole new one. Concurrent writers of the same key write equivalent
+ * entries; the last rename wins.
+ *
+ * Directory: $SEASTAR_CACHE_DIR, else $XDG_CACHE_HOME/seastar/kernels, else
+ * ~/.cache/seastar/kernels.
+ */
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace seastar::kernels {
+
+/// The cache directory as configured (not created).
+std::string cache_dir();
+
+/// 64-bit FNV-1a of `text` as 16 hex digits: cache keys and the trailer's integrity check
+/// (accidental damage, not an adversary: the cache directory is the user's own).
+std::string content_hash(const std::string& text);
+
+namespace cache {
+
+/// `name` as a file-name stem: ASCII letters, digits, '_', '.' and '-' are kept, every other
+/// byte becomes '_', at most 64 characters, never empty or starting with '.' or '-'.
+/// The key follows the stem in every file name, so two names mapping to one stem never collide.
+std::string file_stem(const std::string& name);
+
+/// The cache directory as an absolute path, created if missing. Throws CompileError naming the
+/// directory and the reason when it cannot be created.
+std::string ensure_dir();
+
+struct Entry {
+  std::string object;                         ///< the bytes the compiler produced
+  std::map<std::string, std::string> fields;  ///< key, size, hash and the writer's extras
+};
+
+enum class Found { hit, missing, bad };
+
+/// Reads the entry at `path` and checks its trailer against `key`. On `bad`, `why` says what is
+/// wrong (truncated, a hash mismatch, another key, a directory, unreadable...).
+Found read_entry(const std::string& path, const std::string& key, Entry* entry, std::string* why);
+
+/// Appends the trailer to `tmp` (an object file a compiler wrote there) and renames it to
+/// `path`. Throws CompileError naming the file that could not be read or written.
+void seal_and_install(const std::string& tmp, const std::string& path, const std::string& key,
+                      const std::map<std::string, std::string>& fields);
+
+/// Writes `object` with its trailer as the entry at `path` (temporary file + rename).
+void write_entry(const std::string& path, const std::string& key, const std::string& object,
+                 const std::map<std::string, std::string>& fields);
+
+/// Writes a plain file (a generated source) through a temporary file + rename.
+void write_file(const std::string& path, const std::string& data);
+
+/// A temporary name beside `path`, unique to this process and call.
+std::string temp_path(const std::string& path);
+
+/// Removes the bad entry at `path` (a file or a directory in its place) unless another process
+/// has meanwhile replaced it with a valid one for `key`. Returns false (and logs) when it
+/// cannot be removed.
+bool discard(const std::string& path, const std::string& key);
+
+/// Removes its file when it goes out of scope: temporaries never outlive a failed compile.
+struct TempFile {
+  std::string path;
+  explicit TempFile(std::string p) : path(std::move(p)) {}
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile();
+};
+
+}  // namespace cache
+}  // namespace seastar::kernels

@@ -1,0 +1,255 @@
+"""Random vertex programs over the public op set, and an independent plain-torch evaluation.
+
+A program is a tree of tuples; ``source(program)`` renders it as the Python text of a
+``seastar`` vertex program (also what a failure report prints), ``evaluate(...)`` computes
+the same function with plain torch over the edge list, written here without seastar's
+reference executor, so the two share no code. The tie rules are the documented ones
+(docs/ARCHITECTURE.md): a feature-axis max splits the gradient among ties (torch.amax),
+maximum/minimum give half to each operand of a tie (torch.maximum), an aggregation max/min
+gives it to the tied edge with the smallest id (built here with torch.gather).
+
+Node forms (space V: the centre vertex, E: an in-edge; shapes S = [H, F], P = [H, 1]):
+  ("vin", name)  v.<name>        ("src", name)  e.src.<name>      ("edge", name)  e.<name>
+  ("un", op, x, *params)         ("bin", op, x, y)               ("const", c)
+  ("red", op, x)   x.<op>(-1, keepdim=True)
+  ("agg", op, x)   ss.<op>(x for e in v.in_edges())
+  ("smax", s, m)   sum of softmax(s) * m over the in-edges
+"""
+from __future__ import annotations
+
+import random
+from typing import Dict, List, Tuple
+
+import torch
+
+VERTEX_INPUTS = {"a": "S", "b": "S", "s": "P"}
+EDGE_INPUTS = {"w": "S", "q": "P"}
+UNARY = ["neg", "relu", "leaky_relu", "elu", "sigmoid", "tanh", "abs", "square", "softplus_ish", "log1p_sq",
+         "exp_clamped", "clamp", "scale"]
+BINARY = ["add", "sub", "mul", "safe_div", "maximum", "minimum"]
+REDUCE = ["sum", "mean", "max"]
+AGGREGATE = ["sum", "mean", "max", "min"]
+
+
+# -- generation --------------------------------------------------------------------------------
+class _Gen:
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+
+    def pick(self, xs):
+        return self.rng.choice(xs)
+
+    def tree(self, space: str, shape: str, depth: int, root: bool = False):
+        r = self.rng.random()
+        if root:  # an output is never a bare input: start from an aggregation or an op
+            r = 0.3 + 0.7 * r
+        if depth <= 0 or r < 0.1:
+            return self.leaf(space, shape)
+        if shape == "P" and r < 0.3:
+            return ("red", self.pick(REDUCE), self.tree(space, self.pick("SP"), depth - 1))
+        if space == "V" and r < 0.55:
+            if self.rng.random() < 0.25 and depth >= 2:
+                return ("smax", self.tree("E", "P", depth - 2), self.tree("E", shape, depth - 1))
+            return ("agg", self.pick(AGGREGATE), self.tree("E", shape, depth - 1))
+        if r < 0.65:
+            op = self.pick(UNARY)
+            params = {"leaky_relu": (0.2,), "elu": (1.0,), "clamp": (-0.5, 0.7), "scale": (-1.5,)}.get(op, ())
+            return ("un", op, self.tree(space, shape, depth - 1), *params)
+        if r < 0.72:
+            return ("bin", self.pick(["mul", "add", "maximum", "minimum"]), self.tree(space, shape, depth - 1),
+                    ("const", self.pick([0.0, 0.5, -1.0, 2.0])))
+        # binary: an S result needs one S operand; an E result needs one E operand
+        op = self.pick(BINARY)
+        shapes = [shape, shape] if shape == "P" else self.pick([["S", "S"], ["S", "P"], ["P", "S"]])
+        spaces = ["V", "V"] if space == "V" else self.pick([["E", "E"], ["E", "V"], ["V", "E"]])
+        return ("bin", op, self.tree(spaces[0], shapes[0], depth - 1), self.tree(spaces[1], shapes[1], depth - 1))
+
+    def leaf(self, space: str, shape: str):
+        vnames = [n for n, s in VERTEX_INPUTS.items() if s == shape]
+        if space == "V":
+            return ("vin", self.pick(vnames))
+        enames = [n for n, s in EDGE_INPUTS.items() if s == shape]
+        return self.pick([("src", self.pick(vnames)), ("src", self.pick(vnames)), ("edge", self.pick(enames))])
+
+
+def random_program(seed: int) -> Dict:
+    """A program (1 to 3 outputs) and the sizes it runs at, all from `seed`."""
+    rng = random.Random(seed)
+    g = _Gen(rng)
+    outs = [g.tree("V", rng.choice("SP"), rng.randint(2, 5), root=True) for _ in range(rng.randint(1, 3))]
+    return {"seed": seed, "outputs": outs, "H": rng.choice([1, 2]), "F": rng.choice([1, 3, 4])}
+
+
+# -- rendering as a seastar program --------------------------------------------------------------
+_UN_SRC = {
+    "neg": "(-{x})", "relu": "ss.relu({x})", "leaky_relu": "ss.leaky_relu({x}, {p0})", "elu": "ss.elu({x}, {p0})",
+    "sigmoid": "ss.sigmoid({x})", "tanh": "ss.tanh({x})", "abs": "ss.abs({x})", "square": "({x} ** 2.0)",
+    "softplus_ish": "ss.sqrt({x} * {x} + 1.0)", "log1p_sq": "ss.log({x} * {x} + 1.0)",
+    "exp_clamped": "ss.exp(ss.clamp({x}, -3.0, 3.0))", "clamp": "ss.clamp({x}, {p0}, {p1})",
+    "scale": "({x} * {p0})",
+}
+_BIN_SRC = {"add": "({x} + {y})", "sub": "({x} - {y})", "mul": "({x} * {y})", "safe_div": "({x} / ({y} * {y} + 1.0))",
+            "maximum": "ss.maximum({x}, {y})", "minimum": "ss.minimum({x}, {y})"}
+
+
+def _src(node, e: str, depth: int) -> str:
+    kind = node[0]
+    if kind == "vin":
+        return f"v.{node[1]}"
+    if kind == "src":
+        return f"{e}.src.{node[1]}"
+    if kind == "edge":
+        return f"{e}.{node[1]}"
+    if kind == "const":
+        return repr(float(node[1]))
+    if kind == "un":
+        params = {f"p{i}": repr(float(p)) for i, p in enumerate(node[3:])}
+        return _UN_SRC[node[1]].format(x=_src(node[2], e, depth), **params)
+    if kind == "bin":
+        return _BIN_SRC[node[1]].format(x=_src(node[2], e, depth), y=_src(node[3], e, depth))
+    if kind == "red":
+        return f"{_src(node[2], e, depth)}.{node[1]}(-1, keepdim=True)"
+    inner = f"e{depth + 1}"
+    if kind == "agg":
+        return f"ss.{node[1]}({_src(node[2], inner, depth + 1)} for {inner} in v.in_edges())"
+    if kind == "smax":
+        scores = f"ss.softmax([{_src(node[1], inner, depth + 1)} for {inner} in v.in_edges()])"
+        return f"ss.sum(alpha * {_src(node[2], inner, depth + 1)} for alpha, {inner} in zip({scores}, v.in_edges()))"
+    raise ValueError(f"unknown node {node!r}")
+
+
+def source(program: Dict) -> str:
+    """The vertex program as Python text (def prog(v): return ...)."""
+    outs = ", ".join(_src(o, "e0", 0) for o in program["outputs"])
+    return f"def prog(v):\n    return {outs}\n"
+
+
+def build(program: Dict):
+    """The vertex program's function (exec of source(); `ss` is seastar)."""
+    import seastar as ss
+
+    scope = {"ss": ss}
+    exec(compile(source(program), f"<fuzz program {program['seed']}>", "exec"), scope)
+    return scope["prog"]
+
+
+def input_names(program: Dict) -> List[str]:
+    names = set()
+
+    def walk(node):
+        if node[0] in ("vin", "src", "edge"):
+            names.add(node[1])
+        for child in node[1:]:
+            if isinstance(child, tuple):
+                walk(child)
+
+    for o in program["outputs"]:
+        walk(o)
+    return sorted(names)
+
+
+def make_inputs(program: Dict, num_nodes: int, num_edges: int, seed: int) -> Dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    H, F = program["H"], program["F"]
+    shapes = {"S": (H, F), "P": (H, 1)}
+    out = {}
+    for name in input_names(program):
+        rows = num_nodes if name in VERTEX_INPUTS else num_edges
+        shape = shapes[{**VERTEX_INPUTS, **EDGE_INPUTS}[name]]
+        out[name] = torch.randn((rows,) + shape, generator=gen, dtype=torch.float64)
+    return out
+
+
+# -- the plain-torch evaluation ---------------------------------------------------------------------
+_UN_TORCH = {
+    "neg": lambda x, p: -x, "relu": lambda x, p: torch.relu(x),
+    "leaky_relu": lambda x, p: torch.nn.functional.leaky_relu(x, p[0]),
+    "elu": lambda x, p: torch.nn.functional.elu(x, p[0]), "sigmoid": lambda x, p: torch.sigmoid(x),
+    "tanh": lambda x, p: torch.tanh(x), "abs": lambda x, p: torch.abs(x), "square": lambda x, p: x * x,
+    "softplus_ish": lambda x, p: torch.sqrt(x * x + 1), "log1p_sq": lambda x, p: torch.log(x * x + 1),
+    "exp_clamped": lambda x, p: torch.exp(torch.clamp(x, -3.0, 3.0)),
+    "clamp": lambda x, p: torch.clamp(x, p[0], p[1]), "scale": lambda x, p: x * p[0],
+}
+_BIN_TORCH = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "safe_div": lambda x, y: x / (y * y + 1),
+              "maximum": torch.maximum, "minimum": torch.minimum}
+
+
+class _Edges:
+    def __init__(self, edge_index: torch.Tensor, num_nodes: int):
+        self.src, self.dst = edge_index[0].long(), edge_index[1].long()
+        self.N, self.E = num_nodes, edge_index.shape[1]
+
+
+def _per_vertex(x: torch.Tensor, g: _Edges, reduce: str) -> torch.Tensor:
+    idx = g.dst.view((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
+    return x.new_zeros((g.N,) + x.shape[1:]).scatter_reduce(0, idx, x, reduce=reduce, include_self=False)
+
+
+def _extreme(x: torch.Tensor, g: _Edges, reduce: str) -> torch.Tensor:
+    """max/min over in-edges whose gradient reaches only the smallest tied edge id (0 with no edges)."""
+    if g.E == 0:
+        return x.new_zeros((g.N,) + x.shape[1:])
+    best = _per_vertex(x.detach(), g, reduce)
+    ids = torch.arange(g.E).view((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
+    cand = torch.where(x.detach() == best[g.dst], ids, torch.full_like(ids, g.E))
+    idx = g.dst.view((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
+    first = torch.full((g.N,) + x.shape[1:], g.E, dtype=torch.long).scatter_reduce(0, idx, cand, reduce="amin")
+    picked = torch.gather(x, 0, first.clamp(max=g.E - 1))
+    return torch.where(first < g.E, picked, torch.zeros_like(picked))
+
+
+def _eval(node, g: _Edges, x: Dict[str, torch.Tensor]) -> Tuple[str, torch.Tensor]:
+    """(space, value): V values have N rows, E values E rows; constants are Python floats."""
+    kind = node[0]
+    if kind == "vin":
+        return "V", x[node[1]]
+    if kind == "src":
+        return "E", x[node[1]][g.src]
+    if kind == "edge":
+        return "E", x[node[1]]
+    if kind == "const":
+        return "C", node[1]
+    if kind == "un":
+        sp, a = _eval(node[2], g, x)
+        return sp, _UN_TORCH[node[1]](a, node[3:])
+    if kind == "bin":
+        (sa, a), (sb, b) = _eval(node[2], g, x), _eval(node[3], g, x)
+        if sb == "C":
+            b = torch.tensor(b, dtype=torch.float64)
+            sb = sa
+        if sa != sb:  # a centre value read along every in-edge
+            a, b = (a[g.dst] if sa == "V" else a), (b[g.dst] if sb == "V" else b)
+        return ("E" if "E" in (sa, sb) else "V"), _BIN_TORCH[node[1]](a, b)
+    if kind == "red":
+        sp, a = _eval(node[2], g, x)
+        if node[1] == "max":
+            return sp, a.amax(-1, keepdim=True)
+        return sp, getattr(a, node[1])(-1, keepdim=True)
+    if kind == "agg":
+        _, a = _eval(node[2], g, x)
+        if node[1] in ("max", "min"):
+            return "V", _extreme(a, g, "amax" if node[1] == "max" else "amin")
+        total = a.new_zeros((g.N,) + a.shape[1:]).index_add(0, g.dst, a)
+        if node[1] == "mean":
+            deg = torch.bincount(g.dst, minlength=g.N).clamp(min=1).to(a.dtype)
+            total = total / deg.view((-1,) + (1,) * (a.dim() - 1))
+        return "V", total
+    if kind == "smax":
+        (_, s), (_, m) = _eval(node[1], g, x), _eval(node[2], g, x)
+        top = _per_vertex(s.detach(), g, "amax")
+        ex = torch.exp(s - top[g.dst])
+        z = ex.new_zeros((g.N,) + ex.shape[1:]).index_add(0, g.dst, ex)
+        y = (ex / z[g.dst]) * m
+        return "V", y.new_zeros((g.N,) + y.shape[1:]).index_add(0, g.dst, y)
+    raise ValueError(f"unknown node {node!r}")
+
+
+def evaluate(program: Dict, edge_index: torch.Tensor, num_nodes: int, inputs: Dict[str, torch.Tensor]):
+    """The program's outputs ([N, ...] each) computed with plain torch."""
+    g = _Edges(edge_index, num_nodes)
+    outs = []
+    for o in program["outputs"]:
+        sp, val = _eval(o, g, inputs)
+        assert sp == "V", f"an output must be a vertex value, got {sp}"
+        outs.append(val)
+    return outs
