@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence
 
-import pytest
 
 if importlib.util.find_spec("seastar") is None:  # a source checkout without PYTHONPATH
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
@@ -162,10 +161,5 @@ def pair(factory_ours: Callable, factory_theirs: Callable, backend=None, seed: i
     return ours, theirs
 
 
-BACKENDS = ("reference", "fused")
+BACKENDS = ("reference", "fused")  # parametrize a test taking ``backend`` over both
 
-
-@pytest.fixture(params=BACKENDS)
-def backend(request):
-    """Import it into a test module (``from pyg_compare import backend``) to run on both."""
-    return request.param

@@ -10,8 +10,8 @@ import torch_geometric.nn as pnn
 from torch_geometric.utils import to_torch_coo_tensor, to_torch_csr_tensor
 
 import seastar.nn as snn
-from pyg_compare import DT, NUM_DST, NUM_NODES, NUM_SRC, assert_same, bipartite_edges, features, hazard_edges, pair
-from pyg_compare import backend  # noqa: F401  (the fixture: every test taking it runs on both backends)
+from pyg_compare import (BACKENDS, DT, NUM_DST, NUM_NODES, NUM_SRC, assert_same, bipartite_edges,
+                         features, hazard_edges, pair)
 
 F_IN, C = 5, 3
 OPTIONS = {
@@ -32,12 +32,14 @@ def edge_attr(dim, seed=4):
     return torch.randn((e, dim) if dim else (e,), generator=torch.Generator().manual_seed(seed), dtype=DT)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("option", sorted(OPTIONS))
 def test_edge_index(option, backend):
     ours, theirs = layers(backend=backend, **OPTIONS[option])
     assert_same(ours, theirs, [features(NUM_NODES, F_IN), hazard_edges()])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fill", ["mean", "add", "max", 0.5, "tensor"])
 @pytest.mark.parametrize("dim", [0, 1, 4])
 def test_edge_attr(dim, fill, backend):
@@ -47,11 +49,13 @@ def test_edge_attr(dim, fill, backend):
     assert_same(ours, theirs, [features(NUM_NODES, F_IN), hazard_edges(), edge_attr(dim)])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_edge_attr_without_loops(backend):
     ours, theirs = layers(backend=backend, heads=2, edge_dim=4, add_self_loops=False)
     assert_same(ours, theirs, [features(NUM_NODES, F_IN), hazard_edges(), edge_attr(4)])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("loops", [False, True])
 def test_bipartite(loops, residual, backend):
@@ -62,12 +66,14 @@ def test_bipartite(loops, residual, backend):
                 load=False)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_bipartite_without_destination_features(backend):
     ours, theirs = layers((F_IN, 4), backend, heads=2, residual=True)
     x = (features(NUM_SRC, F_IN), None)
     assert_same(ours, theirs, [x, bipartite_edges()], call=lambda l, x, ei: l(x, ei, size=(NUM_SRC, NUM_DST)))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_shared_projection_on_pairs(backend):
     """int in_channels with (x_src, x_dst): one projection for both, as PyG."""
     ours, theirs = layers(F_IN, backend, heads=2)

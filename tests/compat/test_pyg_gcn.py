@@ -11,8 +11,7 @@ from torch_geometric.utils import to_torch_coo_tensor, to_torch_csr_tensor
 
 import seastar as ss
 import seastar.nn as snn
-from pyg_compare import DT, NUM_NODES, assert_same, features, hazard_edges, pair
-from pyg_compare import backend  # noqa: F401  (the fixture: every test taking it runs on both backends)
+from pyg_compare import BACKENDS, DT, NUM_NODES, assert_same, features, hazard_edges, pair
 
 F_IN, F_OUT = 5, 3
 OPTIONS = {
@@ -28,12 +27,14 @@ def layers(backend=None, **kw):
     return pair(lambda: snn.GCNConv(F_IN, F_OUT, **kw), lambda: pnn.GCNConv(F_IN, F_OUT, **kw), backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("option", sorted(OPTIONS))
 def test_edge_index(option, backend):
     ours, theirs = layers(backend, **OPTIONS[option])
     assert_same(ours, theirs, [features(NUM_NODES, F_IN), hazard_edges()])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("option", sorted(OPTIONS))
 def test_edge_weight(option, backend):
     """Learned weights: their gradient is compared too; an existing loop keeps its weight."""
@@ -81,11 +82,13 @@ def test_cached_keeps_the_first_graph():
     assert ours._cached_edge_index is None
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_flow_target_to_source(backend):
     ours, theirs = layers(backend, flow="target_to_source")
     assert_same(ours, theirs, [features(NUM_NODES, F_IN), hazard_edges()])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_static_graph_batch(backend):
     ours, theirs = layers(backend)
     x = torch.randn(3, NUM_NODES, F_IN, dtype=DT)

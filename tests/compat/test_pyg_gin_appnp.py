@@ -10,8 +10,8 @@ import torch_geometric.nn as pnn
 from torch_geometric.utils import to_torch_coo_tensor, to_torch_csr_tensor
 
 import seastar.nn as snn
-from pyg_compare import DT, NUM_DST, NUM_NODES, NUM_SRC, assert_same, bipartite_edges, features, hazard_edges, pair
-from pyg_compare import backend  # noqa: F401  (the fixture: every test taking it runs on both backends)
+from pyg_compare import (BACKENDS, DT, NUM_DST, NUM_NODES, NUM_SRC, assert_same, bipartite_edges,
+                         features, hazard_edges, pair)
 
 F = 5
 
@@ -24,6 +24,7 @@ def gin(backend=None, **kw):
     return pair(lambda: snn.GINConv(mlp(), **kw), lambda: pnn.GINConv(mlp(), **kw), backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kw", [dict(), dict(eps=0.3), dict(train_eps=True)], ids=["eps0", "eps", "train_eps"])
 def test_gin(kw, backend):
     ours, theirs = gin(backend, **kw)
@@ -31,6 +32,7 @@ def test_gin(kw, backend):
     assert str(ours) == str(theirs)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_gin_bipartite(backend):
     ours, theirs = gin(backend, train_eps=True)
     x = (features(NUM_SRC, F), features(NUM_DST, F, seed=1))
@@ -47,6 +49,7 @@ def test_gin_weighted_sparse_adjacency():
     assert_same(ours, theirs, [features(NUM_NODES, F), adj_t])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_gin_static_graph_batch(backend):
     ours, theirs = gin(backend, train_eps=True)
     out, _ = assert_same(ours, theirs, [torch.randn(3, NUM_NODES, F, dtype=DT), hazard_edges()])
@@ -61,6 +64,7 @@ def appnp(backend=None, **kw):
     return pair(lambda: snn.APPNP(**kw), lambda: pnn.APPNP(**kw), backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("option", sorted(APPNP_OPTIONS))
 def test_appnp(option, weighted, backend):
@@ -97,6 +101,7 @@ def test_appnp_cached_and_dropout_one():
     torch.testing.assert_close(drop(x, ei), 0.1 * x)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_appnp_static_graph_batch(backend):
     ours, theirs = appnp(backend, K=2, alpha=0.2)
     out, _ = assert_same(ours, theirs, [torch.randn(2, NUM_NODES, F, dtype=DT), hazard_edges()])

@@ -1,5 +1,6 @@
 """The calling conventions shared by every layer: the graph cache keyed by edge_index identity
-and version (bounded, weakly referenced), Data objects, and the errors of malformed inputs."""
+and version (bounded, weakly referenced), Data objects, sampled blocks called Seastar's way,
+SparseTensor-like adjacencies, state dicts in both directions, and malformed inputs."""
 import pytest
 
 pytest.importorskip("torch_geometric", reason="PyTorch Geometric is not installed "
@@ -12,10 +13,11 @@ import torch
 import torch_geometric.nn as pnn
 from torch_geometric.data import Data
 
+import seastar as ss
 import seastar.nn as snn
 from seastar.nn._structure import from_edge_index
 from seastar.nn._tensor_cache import GRAPHS
-from pyg_compare import DT, NUM_NODES, features, hazard_edges, pair
+from pyg_compare import DT, NUM_DST, NUM_NODES, NUM_SRC, bipartite_edges, features, hazard_edges, pair
 
 
 def gcn():
@@ -106,3 +108,50 @@ def test_state_dicts_load_both_ways(name):
     ours.load_state_dict(theirs.state_dict())
     assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == \
         {k: tuple(v.shape) for k, v in theirs.state_dict().items()}
+
+
+BLOCK_LAYERS = {
+    "sage": lambda m: m.SAGEConv(5, 3),
+    "gat": lambda m: m.GATConv(5, 3, heads=2),
+    "gin": lambda m: m.GINConv(torch.nn.Linear(5, 3), train_eps=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BLOCK_LAYERS))
+def test_block_called_seastars_way(name):
+    """layer(block, x): x has num_src rows, the first num_dst are the destinations (DGL's
+    convention), which is PyG's layer((x, x[:num_dst]), edge_index)."""
+    ours, theirs = pair(lambda: BLOCK_LAYERS[name](snn), lambda: BLOCK_LAYERS[name](pnn))
+    ours.load_state_dict(theirs.state_dict())
+    ei = bipartite_edges()
+    block = ss.Graph.from_edge_index(ei, num_nodes=(NUM_SRC, NUM_DST))
+    x = features(NUM_SRC, 5)
+    torch.testing.assert_close(ours(block, x), theirs((x, x[:NUM_DST]), ei), rtol=1e-10, atol=1e-10)
+
+
+class FakeSparseTensor:
+    """torch_sparse.SparseTensor's interface, as far as the layers read it."""
+
+    def __init__(self, row, col, value, sizes):
+        self._row, self._col, self._value, self._sizes = row, col, value, sizes
+        self.storage = types.SimpleNamespace(value=lambda: self._value)
+
+    def coo(self):
+        return self._row, self._col, self._value
+
+    def sparse_sizes(self):
+        return self._sizes
+
+
+def test_sparse_tensor_like_adjacency():
+    """On a graph without self loops PyG's SparseTensor and torch.sparse paths agree."""
+    ours, theirs = gcn()
+    ei = hazard_edges()
+    ei = ei[:, ei[0] != ei[1]]
+    order = torch.argsort(ei[1] * NUM_NODES + ei[0])
+    row, col = ei[1, order], ei[0, order]
+    w = torch.rand(ei.shape[1], dtype=DT) + 0.1
+    adj = FakeSparseTensor(row, col, w, (NUM_NODES, NUM_NODES))
+    ref = torch.sparse_coo_tensor(torch.stack([row, col]), w, (NUM_NODES, NUM_NODES)).coalesce()
+    x = features(NUM_NODES, 5)
+    torch.testing.assert_close(ours(x, adj), theirs(x, ref), rtol=1e-10, atol=1e-10)

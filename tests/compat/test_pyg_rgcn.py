@@ -11,7 +11,7 @@ import torch_geometric.nn as pnn
 
 import seastar as ss
 import seastar.nn as snn
-from pyg_compare import DT, NUM_DST, NUM_NODES, NUM_SRC, assert_same, bipartite_edges, features, hazard_edges, pair
+from pyg_compare import NUM_DST, NUM_NODES, NUM_SRC, assert_same, bipartite_edges, features, hazard_edges, pair
 
 F_IN, F_OUT, R = 4, 4, 4
 

@@ -11,8 +11,8 @@ from torch_geometric.nn.aggr import MLPAggregation
 from torch_geometric.utils import to_torch_csr_tensor
 
 import seastar.nn as snn
-from pyg_compare import DT, NUM_DST, NUM_NODES, NUM_SRC, assert_same, bipartite_edges, features, hazard_edges, pair
-from pyg_compare import backend  # noqa: F401  (the fixture: every test taking it runs on both backends)
+from pyg_compare import (BACKENDS, DT, NUM_DST, NUM_NODES, NUM_SRC, assert_same, bipartite_edges,
+                         features, hazard_edges, pair)
 
 F_IN, F_OUT = 5, 3
 AGGRS = ["mean", "sum", "add", "max", "min", "var", "std", "softmax"]
@@ -22,6 +22,7 @@ def layers(in_channels=F_IN, out=F_OUT, backend=None, **kw):
     return pair(lambda: snn.SAGEConv(in_channels, out, **kw), lambda: pnn.SAGEConv(in_channels, out, **kw), backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("out", [F_OUT, 8], ids=["narrow", "wide"])
 @pytest.mark.parametrize("aggr", AGGRS)
 def test_aggregations(aggr, out, backend):
@@ -30,6 +31,7 @@ def test_aggregations(aggr, out, backend):
     assert str(ours) == str(theirs)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("options", [dict(normalize=True), dict(root_weight=False), dict(project=True),
                                      dict(bias=False, aggr="max")], ids=lambda d: "-".join(map(str, d)))
 def test_options(options, backend):
@@ -74,6 +76,7 @@ def test_aggregation_module():
     assert_same(ours, theirs, [features(NUM_NODES, F_IN), ei])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("aggr", ["mean", "max", "softmax"])
 def test_bipartite(aggr, backend):
     ours, theirs = layers((F_IN, 4), backend=backend, aggr=aggr)
@@ -93,6 +96,7 @@ def test_weighted_sparse_adjacency(aggr):
     assert_same(ours, theirs, [features(NUM_NODES, F_IN), adj_t])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_static_graph_batch(backend):
     ours, theirs = layers(backend=backend)
     out, _ = assert_same(ours, theirs, [torch.randn(2, NUM_NODES, F_IN, dtype=DT), hazard_edges()])

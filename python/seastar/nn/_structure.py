@@ -18,7 +18,7 @@ the padded rows have no in-edges and send none, so the first ``num_dst`` rows ar
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional
 
 import torch
 

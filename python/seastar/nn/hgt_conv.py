@@ -93,6 +93,11 @@ class HGTConv(nn.Module):
       softmax and the weighted sum: ``2*P*H*d^2 + 2*E*H*d`` multiply-adds and ``2*P*H*d`` extra
       floats.
 
+    PyG's form, ``HGTConv(in_channels, out_channels, metadata, heads)`` with ``metadata =
+    (node_types, edge_types)`` (``in_channels`` an int, a dict per node type, or -1: lazy), takes
+    ``conv(x_dict, edge_index_dict)`` (or a ``HeteroData``-like object) and returns a dict per
+    destination node type, with PyG's parameter layout; see ``seastar.nn.hgt_dict``.
+
     ``mode="auto"`` takes ``per_pair`` when ``2*P*H*d^2 + 2*E*H*d < E*(2*(H*d)^2 + 2*H*d)``, which
     holds for every graph with ``H > 1`` and whenever ``P < E``. ``per_edge`` with trainable
     relation matrices runs fused only where the fused backend reduces parameter gradients.
@@ -103,9 +108,10 @@ class HGTConv(nn.Module):
         super().__init__()
         if is_metadata(num_node_types):  # PyG's HGTConv(in_channels, out_channels, metadata, heads)
             metadata, num_node_types = num_node_types, None
-            if num_edge_types is not None and isinstance(num_edge_types, int) and heads == 1:
-                heads = num_edge_types  # PyG's positional heads
-                num_edge_types = None
+            if num_edge_types is not None:  # PyG's fourth positional argument is heads
+                if heads != 1:
+                    raise TypeError("HGTConv: heads given twice (PyG's HGTConv(in, out, metadata, heads))")
+                heads, num_edge_types = int(num_edge_types), None
         self.mode, self.backend = mode, backend
         self.metadata_mode = metadata is not None
         if self.metadata_mode:
