@@ -29,13 +29,15 @@ def _compiler() -> tuple:
     origin = "SEASTAR_CXX" if os.environ.get("SEASTAR_CXX") else "default; SEASTAR_CXX unset"
     exe = shutil.which(shlex.split(cxx)[0]) if cxx.strip() else None
     if exe is None:
-        return f"{cxx!r} ({origin}): not found, CPU kernels cannot be compiled (install g++ or set SEASTAR_CXX)", False
+        return (f"{cxx!r} ({origin}): not found, new CPU kernels cannot be compiled, only ones already in "
+                f"the kernel cache load (install g++ or set SEASTAR_CXX)"), False
     try:
         out = subprocess.run(shlex.split(cxx) + ["--version"], capture_output=True, text=True, timeout=30)
         first = (out.stdout or out.stderr).splitlines()[0] if (out.stdout or out.stderr) else "no output"
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"{cxx!r} ({origin}) at {exe}: does not run: {e}", False
-    return f"{cxx} ({origin}) at {exe}: {first}", True
+    flags = f"; SEASTAR_CXXFLAGS={os.environ['SEASTAR_CXXFLAGS']}" if os.environ.get("SEASTAR_CXXFLAGS") else ""
+    return f"{cxx} ({origin}) at {exe}: {first}{flags}", True
 
 
 def _cuda() -> list:

@@ -25,7 +25,14 @@ from .hgt_conv import HGTConv
 from .hetero_conv import HeteroConv
 
 __all__ = ["GCNConv", "GATConv", "SAGEConv", "GINConv", "APPNP", "edge_softmax", "set_backend",
-           "RGCNConv", "HGTConv", "HeteroConv"]
+           "RGCNConv", "HGTConv", "HeteroConv", "inference"]
+
+
+def inference(layers, graph, x, batch_size: int = 4096, between=None):
+    """Layer-wise full-neighbourhood inference in chunks of destinations, for graphs too large
+    for one full forward pass: ``seastar.loader.layerwise_inference``."""
+    from ..loader import layerwise_inference
+    return layerwise_inference(layers, graph, x, batch_size, between)
 
 
 def set_backend(module, backend):
