@@ -5,23 +5,19 @@
 #include <cmath>
 
 #include "core/util/errors.h"
+#include "core/util/random.h"
 
 namespace seastar::generators {
 namespace {
 
-inline uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using util::mix64;
 
 /// The key of stream `what` for this seed (computed once per stream, not per draw).
-inline uint64_t stream(uint64_t seed, uint64_t what) { return mix(seed * 0x100000001b3ull + what); }
+inline uint64_t stream(uint64_t seed, uint64_t what) { return mix64(seed * 0x100000001b3ull + what); }
 
 /// The i-th uniform double in [0, 1) of a stream.
 inline double uniform(uint64_t key, uint64_t i) {
-  return static_cast<double>(mix(key ^ i) >> 11) * (1.0 / 9007199254740992.0);
+  return static_cast<double>(mix64(key ^ i) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /// Vose's alias table over `w`: O(1) weighted draws.

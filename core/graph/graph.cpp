@@ -41,6 +41,15 @@ std::vector<int64_t> counting_sort(const std::vector<int64_t>& in, const std::ve
   return out;
 }
 
+/// Resolves num_edge_types (-1: inferred) and checks the edge types against the edge count.
+void check_edge_types(GraphTypes& types, size_t num_edges) {
+  types.num_edge_types = resolve_count(types.num_edge_types, types.edge_type, "num_edge_types");
+  if (types.num_edge_types > 0 && types.edge_type.size() != num_edges)
+    SEASTAR_THROW(ValueError, "edge_type has ", types.edge_type.size(), " entries but the graph has ", num_edges,
+                  " edges");
+  check_ids(types.edge_type, types.num_edge_types, "edge_type", "num_edge_types");
+}
+
 /// Centres by decreasing degree, ties by id: a counting sort over degrees, O(N + max degree)
 /// (a sampled block's graph is built every batch, so this must not be N log N).
 void set_degree_order(Adjacency& adj, int64_t num_nodes) {
@@ -91,15 +100,11 @@ std::shared_ptr<const GraphData> GraphData::build(std::vector<int64_t> src, std:
   check_ids(src, num_src, "src", bipartite ? "num_src" : "num_nodes");
   check_ids(dst, num_dst, "dst", bipartite ? "num_dst" : "num_nodes");
   types.num_node_types = resolve_count(types.num_node_types, types.node_type, "num_node_types");
-  types.num_edge_types = resolve_count(types.num_edge_types, types.edge_type, "num_edge_types");
   if (types.num_node_types > 0 && static_cast<int64_t>(types.node_type.size()) != num_dst)
     SEASTAR_THROW(ValueError, "node_type has ", types.node_type.size(), " entries but the graph has ", num_dst,
                   " nodes");
-  if (types.num_edge_types > 0 && types.edge_type.size() != src.size())
-    SEASTAR_THROW(ValueError, "edge_type has ", types.edge_type.size(), " entries but the graph has ", src.size(),
-                  " edges");
   check_ids(types.node_type, types.num_node_types, "node_type", "num_node_types");
-  check_ids(types.edge_type, types.num_edge_types, "edge_type", "num_edge_types");
+  check_edge_types(types, src.size());
 
   std::shared_ptr<GraphData> g(new GraphData());
   g->num_src_ = num_src;
@@ -125,11 +130,7 @@ std::shared_ptr<const GraphData> GraphData::from_csc_bipartite(std::vector<int64
   }
   check_ids(src, num_src, "src", "num_src");
   types.num_node_types = 0;
-  types.num_edge_types = resolve_count(types.num_edge_types, types.edge_type, "num_edge_types");
-  if (types.num_edge_types > 0 && types.edge_type.size() != src.size())
-    SEASTAR_THROW(ValueError, "edge_type has ", types.edge_type.size(), " entries but the graph has ", src.size(),
-                  " edges");
-  check_ids(types.edge_type, types.num_edge_types, "edge_type", "num_edge_types");
+  check_edge_types(types, src.size());
 
   std::shared_ptr<GraphData> g(new GraphData());
   g->num_src_ = num_src;

@@ -6,27 +6,22 @@
 #include <numeric>
 
 #include "core/util/errors.h"
+#include "core/util/random.h"
 
 namespace seastar::sampling {
 namespace {
 
-/// splitmix64's finaliser: a bijective mix, so distinct counters give independent-looking words.
-inline uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using util::mix64;
 
-/// The counter-based stream of one (seed, hop, vertex): draw i is mix(key + i), independent of
+/// The counter-based stream of one (seed, hop, vertex): draw i is mix64(key + i), independent of
 /// which thread samples the vertex or in which order.
 struct Stream {
   uint64_t key;
   uint64_t i = 0;
   Stream(uint64_t seed, int64_t hop, int64_t vertex)
-      : key(mix(mix(seed ^ 0x5ea57a2ull) ^ mix(static_cast<uint64_t>(hop) * 0x100000001b3ull)) ^
-            mix(static_cast<uint64_t>(vertex))) {}
-  uint64_t next() { return mix(key + 0x632be59bd9b4e019ull * ++i); }
+      : key(mix64(mix64(seed ^ 0x5ea57a2ull) ^ mix64(static_cast<uint64_t>(hop) * 0x100000001b3ull)) ^
+            mix64(static_cast<uint64_t>(vertex))) {}
+  uint64_t next() { return mix64(key + 0x632be59bd9b4e019ull * ++i); }
   /// Uniform in [0, n): Lemire's multiply-shift with rejection, unbiased.
   uint64_t below(uint64_t n) {
     for (;;) {
@@ -110,13 +105,15 @@ void check(const GraphData& g, const std::vector<int64_t>& seeds, const Fanouts&
       if (!(o.weights[e] >= 0) || !std::isfinite(o.weights[e]))
         SEASTAR_THROW(ValueError, "weights[", e, "] = ", o.weights[e], " must be finite and >= 0");
   }
-  std::vector<char> seen(static_cast<size_t>(g.num_nodes()), 0);
-  for (size_t i = 0; i < seeds.size(); ++i) {
-    const int64_t s = seeds[i];
-    if (s < 0 || s >= g.num_nodes())
-      SEASTAR_THROW(ValueError, "seed[", i, "] = ", s, " is out of range: expected 0 <= id < num_nodes = ", g.num_nodes());
-    if (seen[s]++) SEASTAR_THROW(ValueError, "seed ", s, " appears twice in the batch");
-  }
+  for (size_t i = 0; i < seeds.size(); ++i)
+    if (seeds[i] < 0 || seeds[i] >= g.num_nodes())
+      SEASTAR_THROW(ValueError, "seed[", i, "] = ", seeds[i], " is out of range: expected 0 <= id < num_nodes = ",
+                    g.num_nodes());
+  // O(B log B) in the batch, not O(N) in the graph: this runs for every mini-batch
+  std::vector<int64_t> sorted = seeds;
+  std::sort(sorted.begin(), sorted.end());
+  auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+  if (dup != sorted.end()) SEASTAR_THROW(ValueError, "seed ", *dup, " appears twice in the batch");
 }
 
 }  // namespace
