@@ -22,7 +22,7 @@ from typing import Optional, Tuple
 import torch
 
 from ._loops import loop_values, with_loops
-from ._structure import Structure
+from ._structure import Structure, is_sparse_tensor_like
 from ._utils import GraphCache, graph_uid
 
 
@@ -76,3 +76,17 @@ def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor
         st = lg.structure
         w = loop_values(lg, w, fill, mode)
     return st, normalise(st, w).unsqueeze(-1)
+
+
+def cached_normalisation(layer, edge_index, make):
+    """PyG's ``cached=True`` (GCNConv, APPNP): once computed, the normalised graph is kept on
+    the layer, one for an ``edge_index`` and one for a sparse adjacency, and reused whatever the
+    next call passes; ``make()`` computes it. Without ``cached`` nothing is kept."""
+    attr = "_cached_adj_t" if is_sparse_tensor_like(edge_index) else "_cached_edge_index"
+    hit = getattr(layer, attr)
+    if hit is not None:
+        return hit
+    result = make()
+    if layer.cached:
+        setattr(layer, attr, result)
+    return result

@@ -9,10 +9,10 @@ from torch import nn
 
 from .. import ops as ss
 from ..program import VertexProgram, vertex_program
-from ._gcn_norm import edge_weights, gcn_norm
+from ._gcn_norm import cached_normalisation, edge_weights, gcn_norm
 from ._inputs import Batch, normalise_call, resolve, split_features
 from ._precision import float32_inside
-from ._structure import FLOWS, is_sparse_tensor_like
+from ._structure import FLOWS
 from ._utils import GraphCache, dropout_mask
 
 
@@ -94,18 +94,10 @@ class APPNP(nn.Module):
             w = edge_weights(s, edge_weight, "APPNP")
             w = x.new_ones(s.num_edges) if w is None else w.to(x.dtype)
             return s, w.unsqueeze(-1)
-        sparse_like = is_sparse_tensor_like(edge_index)
-        hit = self._cached_adj_t if sparse_like else self._cached_edge_index
-        if hit is not None:
-            return hit
-        s = resolve("APPNP", x, x, edge_index, flow=self.flow)
-        result = gcn_norm(self._graph_cache, s, edge_weight, self.add_self_loops, False, x.dtype, x.device, "APPNP")
-        if self.cached:
-            if sparse_like:
-                self._cached_adj_t = result
-            else:
-                self._cached_edge_index = result
-        return result
+        def make():
+            s = resolve("APPNP", x, x, edge_index, flow=self.flow)
+            return gcn_norm(self._graph_cache, s, edge_weight, self.add_self_loops, False, x.dtype, x.device, "APPNP")
+        return cached_normalisation(self, edge_index, make)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(K={self.K}, alpha={self.alpha})"

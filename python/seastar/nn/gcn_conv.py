@@ -8,11 +8,11 @@ from torch import nn
 
 from .. import ops as ss
 from ..program import vertex_program
-from ._gcn_norm import edge_weights, gcn_norm
+from ._gcn_norm import cached_normalisation, edge_weights, gcn_norm
 from ._inputs import Batch, normalise_call, resolve, split_features
 from ._linear import Linear
 from ._precision import float32_inside
-from ._structure import FLOWS, is_sparse_tensor_like
+from ._structure import FLOWS
 from ._utils import GraphCache, zeros
 
 
@@ -117,18 +117,10 @@ class GCNConv(nn.Module):
         return out
 
     def _normalised(self, x, edge_index, edge_weight, h):
-        sparse_like = is_sparse_tensor_like(edge_index)
-        hit = self._cached_adj_t if sparse_like else self._cached_edge_index
-        if hit is not None:
-            return hit
-        s = resolve("GCNConv", x, x, edge_index, flow=self.flow)
-        result = gcn_norm(self._graph_cache, s, edge_weight, self.add_self_loops, self.improved, h.dtype, h.device)
-        if self.cached:
-            if sparse_like:
-                self._cached_adj_t = result
-            else:
-                self._cached_edge_index = result
-        return result
+        def make():
+            s = resolve("GCNConv", x, x, edge_index, flow=self.flow)
+            return gcn_norm(self._graph_cache, s, edge_weight, self.add_self_loops, self.improved, h.dtype, h.device)
+        return cached_normalisation(self, edge_index, make)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
