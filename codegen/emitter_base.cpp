@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 
 #include "core/util/errors.h"
 
@@ -70,9 +71,14 @@ EmitterBase::EmitterBase(const FusedPlan& p, const EmitOptions& o) : p_(p), m_(p
     if (readable && !read_.count(buf.value)) read_[buf.value] = static_cast<int>(b);
     if (!readable) write_[buf.value].push_back(static_cast<int>(b));
   }
-  // an aggregation result is read back from the (first) buffer it was stored to
+  // an aggregation result, or a vertex expression stored by a precompute kernel, is read back
+  // from the (first) buffer it was stored to
+  std::set<int> stored;
+  for (const Kernel& k : p.kernels)
+    if (k.precompute) stored.insert(k.values.begin(), k.values.end());
   for (auto& [v, bs] : write_)
-    if (!read_.count(v) && (op_info(m_.at(v).op).kind == OpKind::Aggregate || is_row_reduction(m_.at(v))))
+    if (!read_.count(v) &&
+        (op_info(m_.at(v).op).kind == OpKind::Aggregate || is_row_reduction(m_.at(v)) || stored.count(v)))
       read_[v] = bs.front();
 }
 
@@ -135,6 +141,8 @@ std::ostringstream& EmitterBase::stream_for(const std::string& row) {
 void EmitterBase::begin_kernel(const Kernel& k) {
   kind_ = k.kind;
   group_ = k.group;
+  computing_.clear();
+  if (k.precompute) computing_.insert(k.values.begin(), k.values.end());
   memo_.clear();
   pre_.str("");
   body_.str("");
@@ -146,8 +154,9 @@ std::string EmitterBase::kernel_comment(int index, const Kernel& k) const {
   if (k.kind == Kernel::Kind::Traverse) {
     out << (k.group == Group::Dst ? "in-edges (CSC), destination-parallel" : "out-edges (CSR), source-parallel");
   } else {
-    out << (k.kind == Kernel::Kind::VertexMap ? "per-vertex outputs"
-                                              : k.kind == Kernel::Kind::EdgeMap ? "per-edge outputs" : "parameter outputs");
+    out << (k.kind == Kernel::Kind::VertexMap
+                ? (k.precompute ? "per-vertex values later kernels read" : "per-vertex outputs")
+                : k.kind == Kernel::Kind::EdgeMap ? "per-edge outputs" : "parameter outputs");
   }
   out << "; computes";
   for (int v : k.values) out << " %" << v;
@@ -163,7 +172,7 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
   auto key = std::make_pair(id, row);
   auto hit = memo_.find(key);
   if (hit != memo_.end()) return hit->second;
-  auto rb = read_.find(id);
+  auto rb = computing_.count(id) ? read_.end() : read_.find(id);
   if (rb != read_.end()) {
     if (row == "n" && kind_ == Kernel::Kind::Traverse) nbr_rows_.push_back({rb->second, numel(v.shape)});
     return memo_[key] = Operand{buffer_ptr(rb->second, row), Layout::Whole};

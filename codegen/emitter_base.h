@@ -15,6 +15,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -120,6 +121,7 @@ class EmitterBase {
   std::map<int, int> read_;                 ///< value -> the buffer it is read from
   std::map<int, std::vector<int>> write_;   ///< value -> the buffers it is stored to
   std::map<std::pair<int, std::string>, Operand> memo_;
+  std::set<int> computing_;                 ///< values the current (precompute) kernel computes, not reads
   std::ostringstream pre_, body_;           ///< per-centre and per-edge code of the current pass
   std::vector<std::pair<int, int64_t>> nbr_rows_;  ///< buffers read at the neighbour row in this pass
   Kernel::Kind kind_ = Kernel::Kind::Traverse;

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "codegen/materialize.h"
 #include "core/passes/passes.h"
 #include "core/util/errors.h"
 
@@ -189,6 +190,20 @@ FusedPlan plan(const Module& input, bool bipartite) {
     if (!progress) SEASTAR_THROW(ValueError, "fuse: cyclic reduction dependencies");
   }
 
+  // vertex expressions worth storing are computed before every traversal, one kernel per side
+  const std::vector<int> stored = materialize_vertex_values(m);
+  {
+    std::vector<Kernel> first;
+    for (Group side : {Group::Dst, Group::Src}) {
+      Kernel k{Kernel::Kind::VertexMap, Group::None, {}, {}, side};
+      k.precompute = true;
+      for (int x : stored)
+        if ((sides[x] == Group::Src) == (side == Group::Src)) k.values.push_back(x);
+      if (!k.values.empty()) first.push_back(k);
+    }
+    p.kernels.insert(p.kernels.begin(), first.begin(), first.end());
+  }
+
   // outputs that are not reduction results are computed by a final per-vertex / per-edge /
   // parameter map
   Kernel vmap{Kernel::Kind::VertexMap, Group::None, {}, {}, Group::Dst},
@@ -227,6 +242,10 @@ FusedPlan plan(const Module& input, bool bipartite) {
     if (is_reduction(v))
       add_buffer({Buffer::Role::Intermediate, v.id, "", -1, v.space, numel(v.shape), v.dtype == DType::Int,
                   side_of(v)});
+  for (int x : stored) {
+    const Value& v = m.at(x);
+    add_buffer({Buffer::Role::Intermediate, x, "", -1, v.space, numel(v.shape), v.dtype == DType::Int, side_of(v)});
+  }
   return p;
 }
 

@@ -10,8 +10,11 @@
  *                  parameter gradients (sum_rows over every vertex or edge) are reduced in
  *                  whichever traversal runs, into fixed blocks of centres summed in block order,
  *                  so they are bitwise deterministic whatever the thread count
- *   materialize    only aggregation results (O(N) per-vertex statistics) and the outputs get
- *                  buffers; Vertex expressions over them are recomputed where they are read
+ *   materialize    aggregation results (O(N) per-vertex statistics) and the outputs get
+ *                  buffers; so do the vertex expressions of bound tensors that a traversal reads
+ *                  at the neighbour when materialize.h's cost model says storing them is cheaper
+ *                  (computed first by a per-vertex kernel); other Vertex expressions are
+ *                  recomputed where they are read
  */
 #pragma once
 
@@ -38,6 +41,9 @@ struct Kernel {
   /// The vertex set a Traverse or VertexMap kernel iterates: destinations (num_dst rows) or
   /// sources (num_src rows); the same set on a square graph.
   ir::Group side = ir::Group::Dst;
+  /// VertexMap: stores vertex expressions that later kernels read back (materialize.h), not
+  /// outputs.
+  bool precompute = false;
 };
 
 /// A buffer the launcher passes to the kernels.

@@ -17,7 +17,7 @@ namespace {
 std::string plan_text(const codegen::FusedPlan& p) {
   std::string s = ir::print(p.module, "fused");
   for (size_t k = 0; k < p.kernels.size(); ++k) {
-    s += "kernel " + std::to_string(k) + ":";
+    s += "kernel " + std::to_string(k) + (p.kernels[k].precompute ? " (stored vertex values):" : ":");
     for (int v : p.kernels[k].values) s += " %" + std::to_string(v);
     s += "\n";
   }

@@ -6,6 +6,12 @@
  *   reassociate: (a * b) * c -> (a * c) * b when the product a*b is used once and a * c is
  *              smaller than the result (a scalar or per-head factor applied before a broadcast
  *              to the full feature shape, so it is multiplied once per row, not per element)
+ *   hoist:     op(gather.G a, gather.G b) -> gather.G(op(a, b)) (also with Param operands): an
+ *              elementwise op of values of one endpoint is a vertex value, so the planner may
+ *              compute it once per vertex instead of once per edge (GCN's e.src.norm * e.src.h)
+ *   factor:    agg_sum.G(gather.G(a) * x) -> a * agg_sum.G(x) (also agg_mean, and a Param a): a
+ *              factor of the centre vertex is applied once per centre after the sum, not once per
+ *              edge. (With a non-finite factor an isolated centre gives a * 0 = NaN, not 0.)
  *   dce:       values no output reaches are dropped (leaves too, so unused inputs vanish)
  */
 #include <algorithm>
@@ -132,9 +138,70 @@ Value reassociate(Module& out, const std::vector<int>& uses, Value v) {
   return v;
 }
 
+/// Adds `v` (its id assigned) to `out`, typed; returns its id.
+int add_typed(Module& out, Value v) {
+  v.id = out.size();
+  infer_value(out, v);
+  return out.add(std::move(v));
+}
+
+/// hoist: for an elementwise v whose operands are gathers through one endpoint (and Param
+/// values), the gather of the same op over the gathered vertex values; else v unchanged.
+Value hoist(Module& out, Value v) {
+  const OpKind kind = op_info(v.op).kind;
+  if (kind != OpKind::Unary && kind != OpKind::Binary) return v;
+  Group g = Group::None;
+  std::vector<int> vertex_inputs;
+  for (int in : v.inputs) {
+    const Value& x = out.at(in);
+    if (x.space == Space::Param) {
+      vertex_inputs.push_back(in);
+      continue;
+    }
+    if (x.op != Op::gather || (g != Group::None && x.group != g)) return v;
+    g = x.group;
+    vertex_inputs.push_back(x.inputs[0]);
+  }
+  if (g == Group::None) return v;
+  Value u = v;
+  u.inputs = vertex_inputs;
+  const int ui = add_typed(out, std::move(u));
+  Value r;
+  r.op = Op::gather, r.group = g, r.inputs = {ui}, r.loc = v.loc, r.id = out.size();
+  infer_value(out, r);
+  return r.shape == v.shape && r.dtype == v.dtype ? r : v;
+}
+
+/// factor: for v = agg_sum.G / agg_mean.G of x = mul(p, q) used only by v, with p (or q) a
+/// gather of the centre (group G) or a Param value, the product of that factor and the
+/// aggregation of the other operand; else v unchanged.
+Value factor_centre(Module& out, const std::vector<int>& uses, Value v) {
+  if ((v.op != Op::agg_sum && v.op != Op::agg_mean) || uses[v.inputs[0]] != 1) return v;
+  const Value x = out.at(v.inputs[0]);  // a copy: out.add below may move the values
+  if (x.op != Op::mul) return v;
+  for (int side = 0; side < 2; ++side) {
+    const Value& f = out.at(x.inputs[side]);
+    const bool centre = f.op == Op::gather && f.group == v.group;
+    if (!centre && f.space != Space::Param) continue;
+    const int factor = centre ? f.inputs[0] : f.id;
+    Value agg = v;
+    agg.inputs = {x.inputs[1 - side]};
+    const int ai = add_typed(out, std::move(agg));
+    Value r;
+    r.op = Op::mul, r.inputs = {factor, ai}, r.loc = v.loc, r.id = out.size();
+    infer_value(out, r);
+    if (r.shape == v.shape && r.space == v.space && r.dtype == v.dtype) return r;
+    return v;  // (the aggregation added above is dead and goes with dce)
+  }
+  return v;
+}
+
 }  // namespace
 
-Module simplify(const Module& m) {
+namespace {
+
+/// One sweep of every rule, then dce.
+Module sweep(const Module& m) {
   Module out;
   std::vector<int> remap(m.size(), -1);
   std::map<std::string, int> seen;
@@ -152,6 +219,8 @@ Module simplify(const Module& m) {
     for (int& in : v.inputs) in = remap[in];
     if (static_cast<int>(uses.size()) < out.size()) uses.resize(out.size(), 0);
     v = reassociate(out, uses, std::move(v));
+    v = hoist(out, std::move(v));
+    v = factor_centre(out, uses, std::move(v));
     // constant folding of scalar elementwise ops
     const OpKind kind = op_info(v.op).kind;
     if ((kind == OpKind::Unary || kind == OpKind::Binary) && v.op != Op::eq) {
@@ -184,6 +253,21 @@ Module simplify(const Module& m) {
   for (int o : m.outputs) out.outputs.push_back(remap[o]);
   out.output_names = m.output_names;
   return dce(out);
+}
+
+}  // namespace
+
+Module simplify(const Module& m) {
+  // a rewrite can enable another on values the sweep has passed (a hoisted product of a
+  // constant 1): sweep until nothing changes (a few sweeps; each one only shrinks or moves work)
+  Module cur = sweep(m);
+  for (int i = 0; i < 4; ++i) {
+    Module next = sweep(cur);
+    const bool same = ir::print(next) == ir::print(cur);
+    cur = std::move(next);
+    if (same) break;
+  }
+  return cur;
 }
 
 Module with_outputs(const Module& m, const std::vector<int>& outputs, const std::vector<std::string>& names) {

@@ -14,10 +14,15 @@ in-degree (``w = 1`` without edge weights); a vertex of degree 0 gets 0. Self lo
 Without per-call weights the result depends on the graph alone and is cached per graph (uid),
 device and dtype; with weights (possibly learned) it is recomputed each call, O(E) torch ops,
 and is differentiable in them.
+
+Without any edge weights ``w'_e = d_src^-1/2 * d_dst^-1/2`` factors into a per-vertex
+``d^-1/2``: ``gcn_norm`` then returns a ``VertexNorm`` and the propagation reads the factor at
+both endpoints (``sum(e.src.d * e.src.h * e.dst.d)``), which the compiler applies once per
+vertex rather than once per edge, with no per-edge weight array at all.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 import torch
 
@@ -46,26 +51,50 @@ def edge_weights(s: Structure, edge_weight: Optional[torch.Tensor], layer: str) 
     return None
 
 
+class VertexNorm:
+    """The weights ``w'_e = dinv[src] * dinv[dst]`` of an unweighted graph, kept per vertex."""
+
+    def __init__(self, dinv: torch.Tensor, edge_index: torch.Tensor):
+        self.dinv = dinv  # [N, 1]
+        self._edge_index = edge_index
+
+    def to(self, device=None, dtype=None) -> "VertexNorm":
+        return VertexNorm(self.dinv.to(device=device, dtype=dtype), self._edge_index)
+
+    def edge_values(self) -> torch.Tensor:
+        """The per-edge weights [E, 1] (for what needs them per edge, e.g. edge dropout)."""
+        src, dst = self._edge_index.to(self.dinv.device)
+        return self.dinv[src] * self.dinv[dst]
+
+
+def inverse_sqrt_degree(s: Structure, w: torch.Tensor) -> torch.Tensor:
+    """``d^-1/2`` of every destination, ``d`` the ``w``-weighted in-degree; 0 where ``d = 0``."""
+    deg = w.new_zeros(s.num_dst).index_add(0, s.edge_index[1].to(w.device), w)
+    dinv = deg.pow(-0.5)
+    return dinv.masked_fill(torch.isinf(dinv), 0.0)
+
+
 def normalise(s: Structure, w: torch.Tensor) -> torch.Tensor:
     src, dst = s.edge_index.to(w.device)
-    deg = w.new_zeros(s.num_dst).index_add(0, dst, w)
-    dinv = deg.pow(-0.5)
-    dinv = dinv.masked_fill(torch.isinf(dinv), 0.0)
+    dinv = inverse_sqrt_degree(s, w)
     return dinv[src] * w * dinv[dst]
 
 
 def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor], add_self_loops: bool,
-             improved: bool, dtype: torch.dtype, device, layer: str = "GCNConv") -> Tuple[Structure, torch.Tensor]:
-    """The structure to propagate over and its normalised weights [E', 1]."""
+             improved: bool, dtype: torch.dtype, device,
+             layer: str = "GCNConv") -> Tuple[Structure, Union[torch.Tensor, VertexNorm]]:
+    """The structure to propagate over and its normalised weights: [E', 1], or a ``VertexNorm``
+    when the graph has no edge weights."""
     w = edge_weights(s, edge_weight, layer)
     fill = 2.0 if improved else 1.0
     if w is None and s.layout is None:  # depends on the graph alone: once per graph
         def make64():
             st = with_loops(cache, s, s.num_dst).structure if add_self_loops else s
-            return st, normalise(st, torch.ones(st.num_edges, dtype=torch.float64)).unsqueeze(-1)
-        key = ("gcn_norm", graph_uid(s.graph), add_self_loops)
-        st, w64 = cache.get(key, make64)
-        return st, cache.get(key + (str(device), dtype), lambda: w64.to(device=device, dtype=dtype))
+            ones = torch.ones(st.num_edges, dtype=torch.float64)
+            return st, VertexNorm(inverse_sqrt_degree(st, ones).unsqueeze(-1), st.edge_index)
+        key = ("gcn_vertex_norm", graph_uid(s.graph), add_self_loops)
+        st, n64 = cache.get(key, make64)
+        return st, cache.get(key + (str(device), dtype), lambda: n64.to(device=device, dtype=dtype))
     if w is None:
         w = torch.ones(s.num_edges, dtype=dtype, device=device)
     w = w.to(dtype=dtype, device=device)

@@ -9,7 +9,7 @@ from torch import nn
 
 from .. import ops as ss
 from ..program import VertexProgram, vertex_program
-from ._gcn_norm import cached_normalisation, edge_weights, gcn_norm
+from ._gcn_norm import VertexNorm, cached_normalisation, edge_weights, gcn_norm
 from ._inputs import Batch, normalise_call, resolve, split_features
 from ._precision import float32_inside
 from ._structure import FLOWS
@@ -23,6 +23,16 @@ def appnp_step(alpha: float) -> VertexProgram:
     @vertex_program(name="appnp_step")
     def step(v):
         return (1.0 - alpha) * ss.sum(e.src.h * e.w for e in v.in_edges()) + alpha * v.h0
+    return step
+
+
+@functools.lru_cache(maxsize=None)
+def appnp_symmetric_step(alpha: float) -> VertexProgram:
+    """``appnp_step`` with ``w_e = d_src * d_dst`` (no edge weights): the compiler applies
+    each degree factor once per vertex."""
+    @vertex_program(name="appnp_symmetric_step")
+    def step(v):
+        return (1.0 - alpha) * ss.sum(e.src.d * e.src.h * e.dst.d for e in v.in_edges()) + alpha * v.h0
     return step
 
 
@@ -44,8 +54,8 @@ class APPNP(nn.Module):
 
     Memory per forward + backward (floats; N vertices, E' = edges with self loops, F channels,
     K steps): fused backend ``(K + 1)*N*F`` (every step's output is kept for backward) + the same
-    for gradients, plus ``E'`` edge weights (and ``K*E'`` dropout masks when training with
-    ``dropout > 0``): O(K*N*F + E'), no O(E*F) tensor. The reference backend materialises the
+    for gradients, plus ``E'`` edge weights (``N`` degree factors without edge weights; and
+    ``K*E'`` dropout masks when training with ``dropout > 0``): O(K*N*F + E'), no O(E*F) tensor. The reference backend materialises the
     messages of each step, O(K*E'*F).
     """
 
@@ -80,11 +90,25 @@ class APPNP(nn.Module):
         step = appnp_step(self.alpha)
         g, h0 = s.graph, s.src(x)
         h = h0
+        edge_dropout = self.training and self.dropout > 0.0
+        if isinstance(w, VertexNorm):
+            if not edge_dropout:  # the per-vertex form: d^-1/2 applied once per vertex, no edge weights
+                return self._propagate_vertex_norm(s, x, w, batch)
+            w = w.edge_values()
         for _ in range(self.K):
             wk = w
-            if self.training and self.dropout > 0.0:
+            if edge_dropout:
                 wk = w * dropout_mask(w.shape, self.dropout, w)
             h = step(g, backend=self.backend, h=h, w=wk, h0=h0)
+        h = s.out(h)
+        return batch.unfold(h) if batch is not None else h
+
+    def _propagate_vertex_norm(self, s, x, norm: VertexNorm, batch):
+        step = appnp_symmetric_step(self.alpha)
+        g, h0, d = s.graph, s.src(x), s.src(norm.dinv.to(x.dtype))
+        h = h0
+        for _ in range(self.K):
+            h = step(g, backend=self.backend, h=h, d=d, h0=h0)
         h = s.out(h)
         return batch.unfold(h) if batch is not None else h
 

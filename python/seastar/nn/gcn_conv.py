@@ -1,14 +1,14 @@
 """GCNConv: the graph convolution of Kipf & Welling (ICLR 2017) as a vertex program."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from torch import nn
 
 from .. import ops as ss
 from ..program import vertex_program
-from ._gcn_norm import cached_normalisation, edge_weights, gcn_norm
+from ._gcn_norm import VertexNorm, cached_normalisation, edge_weights, gcn_norm
 from ._inputs import Batch, normalise_call, resolve, split_features
 from ._linear import Linear
 from ._precision import float32_inside
@@ -22,16 +22,24 @@ def weighted_sum(v):
     return ss.sum(e.src.h * e.w for e in v.in_edges())
 
 
+@vertex_program(name="gcn_symmetric_sum")
+def symmetric_sum(v):
+    """sum over in-edges of d[src] * h[src] * d[dst]: GCN's propagation without edge weights."""
+    return ss.sum(e.src.d * e.src.h * e.dst.d for e in v.in_edges())
+
+
 @vertex_program(name="neighbour_sum")
 def neighbour_sum(v):
     """sum over in-edges of h[src]."""
     return ss.sum(e.src.h for e in v.in_edges())
 
 
-def propagate(s, h: torch.Tensor, w: Optional[torch.Tensor], backend) -> torch.Tensor:
+def propagate(s, h: torch.Tensor, w: Union[None, torch.Tensor, VertexNorm], backend) -> torch.Tensor:
     """``sum_e w_e h_src`` (or the plain sum without ``w``) over ``s``'s in-edges, num_dst rows."""
     if w is None:
         return s.out(neighbour_sum(s.graph, backend=backend, h=s.src(h)))
+    if isinstance(w, VertexNorm):
+        return s.out(symmetric_sum(s.graph, backend=backend, h=s.src(h), d=s.src(w.dinv.to(h.dtype))))
     if w.dim() == 1:
         w = w.unsqueeze(-1)
     return s.out(weighted_sum(s.graph, backend=backend, h=s.src(h), w=w.to(h.dtype)))
@@ -59,12 +67,14 @@ class GCNConv(nn.Module):
     defers the weight's width to the first call. float16 / bfloat16 compute in float32.
 
     ``x W`` is dense torch (``x`` may be a sparse COO tensor); the propagation is one vertex
-    program (``sum(e.src.h * e.w)``). Weights glorot, bias zeros (as PyG); parameter names
+    program: ``sum(e.src.d * e.src.h * e.dst.d)`` with ``d = deg^-1/2`` per vertex when there
+    are no edge weights, ``sum(e.src.h * e.w)`` when there are. Weights glorot, bias zeros (as PyG); parameter names
     ``lin.weight``, ``bias``.
 
     Memory per forward + backward (floats; N vertices, E' = edges with self loops,
     F_in -> F_out): fused backend ``N*F_in`` (x) + ``N*F_out`` (x W) + ``N*F_out`` (output) + the
-    same for gradients, plus ``E'`` edge weights: O(N*(F_in + F_out) + E'), no O(E*F) tensor.
+    same for gradients, plus ``E'`` edge weights (``N`` degree factors without edge weights):
+    O(N*(F_in + F_out) + E'), no O(E*F) tensor.
     The reference backend additionally materialises the messages, O(E'*F_out).
     """
 
