@@ -13,6 +13,7 @@
 #include "core/util/log.h"
 #include "kernels/host_toolchain.h"
 #include "kernels/subprocess.h"
+#include "kernels/worker_pool.h"
 
 namespace seastar::kernels {
 namespace {
@@ -62,6 +63,9 @@ bool load(const std::string& so, const std::string& key, bool must_be_fresh, Com
     dlclose(handle);
     return false;
   }
+  // the kernels' threads: a kernel without the hook (the CUDA emulation) needs none
+  using BindFn = void (*)(const void*);
+  if (auto bind = reinterpret_cast<BindFn>(dlsym(handle, "seastar_bind_runtime"))) bind(kernel_runtime());
   k->entry = entry;
   k->path = so;
   return true;

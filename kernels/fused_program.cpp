@@ -7,6 +7,7 @@
 #include "core/util/errors.h"
 #include "core/util/log.h"
 #include "kernels/cuda_emulator.h"
+#include "kernels/worker_pool.h"
 #ifdef SEASTAR_WITH_CUDA
 #include "kernels/cuda_runtime.h"
 #endif
@@ -200,6 +201,7 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
     kernel = it->second;
   }
   const int64_t sizes[3] = {N, E, NS};
+  kernels::set_kernel_threads(at::get_num_threads());  // torch.set_num_threads applies to the kernels too
   kernel.entry(sizes, graph_arrays, buffers.data());
   return outputs;
 }

@@ -17,7 +17,7 @@
 namespace seastar::kernels {
 namespace {
 
-const char* const kFlags[] = {"-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fno-math-errno"};
+const char* const kFlags[] = {"-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC", "-std=c++17", "-fno-math-errno"};
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);

@@ -2,7 +2,7 @@
  * What the host-compiler JIT compiles with, and everything about it that changes the object
  * code, so the cache key can include it:
  *   command  SEASTAR_CXX split on whitespace (default `g++`; e.g. "ccache g++" or "clang++ -v")
- *   flags    the fixed flags (-O3 -march=native -fopenmp ...), then SEASTAR_CXXFLAGS's words
+ *   flags    the fixed flags (-O3 -march=native -fopenmp-simd ...), then SEASTAR_CXXFLAGS's words
  *   version  the first line of `<command> --version`
  *   target   what the flags resolve to on this machine: `-Q --help=target`'s -march=, -mtune=
  *            and enabled -m options (GCC), else the -target-cpu/-target-feature words of a

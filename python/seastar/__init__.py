@@ -13,6 +13,10 @@ from __future__ import annotations
 import logging as _logging
 import os as _os
 
+from ._openmp_wait import set_short_spin as _set_short_spin
+
+_set_short_spin()  # before torch loads libgomp: see _openmp_wait.py
+
 import torch as _torch  # loads LibTorch before the extension that links against it
 
 from ._torch_check import check_torch as _check_torch

@@ -20,7 +20,7 @@ import time
 import torch
 
 import seastar
-from seastar import _C, _version
+from seastar import _C, _openmp_wait, _version
 
 
 def _compiler() -> tuple:
@@ -101,8 +101,9 @@ def main(argv=None) -> int:
         ("host compiler", compiler),
         *_cuda(),
         ("kernel cache", _cache()),
-        ("threads", f"{torch.get_num_threads()} (torch.get_num_threads(), shared with the OpenMP kernels; "
+        ("threads", f"{torch.get_num_threads()} (torch.get_num_threads(), shared with the kernels' worker pool; "
                     f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})"),
+        ("OpenMP wait", f"{_openmp_wait.describe()} (torch's threads after each op)"),
         ("log level", f"{_C.get_log_level()} (SEASTAR_LOG_LEVEL)"),
     ]
     ok = compiler_ok
