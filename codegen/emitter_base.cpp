@@ -160,6 +160,8 @@ std::string EmitterBase::kernel_comment(int index, const Kernel& k) const {
   }
   out << "; computes";
   for (int v : k.values) out << " %" << v;
+  if (!k.epilogue.empty()) out << ", then per centre";
+  for (int v : k.epilogue) out << " %" << v;
   out << "\n";
   return out.str();
 }
@@ -546,6 +548,17 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
            << "      for (int64_t j = beg; j < end; ++j) {\n"
            << "        const int64_t n = nbr[j], e = eid[j];\n        (void)n;\n"
            << prefetch(nbr_rows_) << indent(body_.str()) << update.str() << "      }\n" << fin.str();
+  }
+  if (!k.epilogue.empty()) {
+    // the vertex outputs of the centre, from the results just stored for it
+    for (auto it = memo_.begin(); it != memo_.end();)
+      it = (it->first.second == "e" || it->first.second == "n") ? memo_.erase(it) : std::next(it);
+    pre_.str("");
+    body_.str("");
+    std::ostringstream fin;
+    for (int o : k.epilogue) store(fin, o, val(o, "c"), "c", numel(m_.at(o).shape));
+    pass_barrier(passes);
+    passes << "      // epilogue\n" << pre_.str() << fin.str();
   }
   t.passes = passes.str();
   return t;

@@ -209,9 +209,41 @@ FusedPlan plan(const Module& input, bool bipartite) {
   Kernel vmap{Kernel::Kind::VertexMap, Group::None, {}, {}, Group::Dst},
       vmap_src{Kernel::Kind::VertexMap, Group::None, {}, {}, Group::Src},
       emap{Kernel::Kind::EdgeMap, Group::None, {}}, pmap{Kernel::Kind::ParamMap, Group::None, {}};
+  // a vertex output that reads only centre values, the latest of them results of one traversal,
+  // is computed by that traversal right after its last pass for each centre
+  auto epilogue_kernel = [&](int o) -> int {
+    int last = -1;
+    std::vector<int> stack{o};
+    std::set<int> seen;
+    while (!stack.empty()) {
+      const int id = stack.back();
+      stack.pop_back();
+      if (!seen.insert(id).second) continue;
+      const Value& v = m.at(id);
+      if (is_reduction(v)) {
+        if (is_row_reduction(v) || v.space != Space::Vertex) return -1;
+        for (size_t k = 0; k < p.kernels.size(); ++k)
+          if (std::count(p.kernels[k].values.begin(), p.kernels[k].values.end(), id))
+            last = std::max(last, static_cast<int>(k));
+        continue;
+      }
+      if (v.space == Space::Edge || v.op == Op::gather || op_info(v.op).kind == OpKind::Other) return -1;
+      stack.insert(stack.end(), v.inputs.begin(), v.inputs.end());
+    }
+    if (last < 0 || p.kernels[last].kind != Kernel::Kind::Traverse) return -1;
+    if (bipartite && p.kernels[last].side != (sides[o] == Group::Src ? Group::Src : Group::Dst)) return -1;
+    return last;
+  };
   for (int o : m.outputs) {
     const Value& v = m.at(o);
     if (is_reduction(v)) continue;
+    if (v.space == Space::Vertex) {
+      const int k = epilogue_kernel(o);
+      if (k >= 0) {
+        p.kernels[k].epilogue.push_back(o);
+        continue;
+      }
+    }
     Kernel& vm = sides[o] == Group::Src ? vmap_src : vmap;
     (v.space == Space::Edge ? emap : v.space == Space::Vertex ? vm : pmap).values.push_back(o);
   }

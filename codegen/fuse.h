@@ -44,6 +44,9 @@ struct Kernel {
   /// VertexMap: stores vertex expressions that later kernels read back (materialize.h), not
   /// outputs.
   bool precompute = false;
+  /// Traverse: vertex outputs computed per centre after the last pass, from this kernel's
+  /// results at the centre (GCN's `d * sum(...)`), instead of by a separate per-vertex map.
+  std::vector<int> epilogue;
 };
 
 /// A buffer the launcher passes to the kernels.

@@ -13,6 +13,7 @@ struct CallState : torch::CustomClassHolder {
   std::shared_ptr<FusedProgram> program;
   Graph graph;
   std::vector<std::string> names;
+  std::vector<std::string> saved;  ///< the names backward reads, in the order they are saved
 };
 
 struct FusedFunction : public torch::autograd::Function<FusedFunction> {
@@ -22,7 +23,14 @@ struct FusedFunction : public torch::autograd::Function<FusedFunction> {
     std::map<std::string, torch::Tensor> named;
     for (size_t i = 0; i < tensors.size(); ++i) named[state->names[i]] = tensors[i];
     auto outs = state->program->forward(state->graph, named);
-    ctx->save_for_backward(tensors.vec());
+    // only what the backward kernels read is kept alive until backward
+    std::vector<torch::Tensor> keep;
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (state->program->backward_reads(state->names[i])) {
+        keep.push_back(tensors[i]);
+        state->saved.push_back(state->names[i]);
+      }
+    ctx->save_for_backward(keep);
     ctx->saved_data["state"] = c10::IValue::make_capsule(state);
     return outs;
   }
@@ -36,11 +44,11 @@ struct FusedFunction : public torch::autograd::Function<FusedFunction> {
     auto state = c10::static_intrusive_pointer_cast<CallState>(ctx->saved_data["state"].toCapsule());
     auto tensors = ctx->get_saved_variables();
     std::map<std::string, torch::Tensor> named;
-    for (size_t i = 0; i < tensors.size(); ++i) named[state->names[i]] = tensors[i];
+    for (size_t i = 0; i < tensors.size(); ++i) named[state->saved[i]] = tensors[i];
     auto grads = state->program->backward(state->graph, named, grad_outputs);
     const auto& wrt = state->program->lowered().wrt;
-    torch::autograd::variable_list result(1 + tensors.size());  // the state argument has no gradient
-    for (size_t i = 0; i < tensors.size(); ++i) {
+    torch::autograd::variable_list result(1 + state->names.size());  // the state argument has no gradient
+    for (size_t i = 0; i < state->names.size(); ++i) {
       for (size_t k = 0; k < wrt.size(); ++k)
         if (wrt[k] == state->names[i]) result[1 + i] = grads[k];
     }

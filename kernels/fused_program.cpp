@@ -20,6 +20,8 @@ std::string plan_text(const codegen::FusedPlan& p) {
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     s += "kernel " + std::to_string(k) + (p.kernels[k].precompute ? " (stored vertex values):" : ":");
     for (int v : p.kernels[k].values) s += " %" + std::to_string(v);
+    if (!p.kernels[k].epilogue.empty()) s += ", then per centre:";
+    for (int v : p.kernels[k].epilogue) s += " %" + std::to_string(v);
     s += "\n";
   }
   return s;
@@ -37,6 +39,14 @@ FusedProgram::FusedProgram(LoweredProgram lowered) : lowered_(std::move(lowered)
     bwd_.plan = codegen::plan(lowered_.backward, lowered_.bipartite);
     dump_stage(lowered_.name, "5-fused-backward.gir", plan_text(bwd_.plan));
   }
+}
+
+bool FusedProgram::backward_reads(const std::string& name) const {
+  if (lowered_.wrt.empty()) return false;
+  if (!unsupported_.empty()) return true;
+  for (const codegen::Buffer& b : bwd_.plan.buffers)
+    if (b.role == codegen::Buffer::Role::Input && b.name == name) return true;
+  return false;
 }
 
 std::string FusedProgram::source(const std::string& direction, torch::ScalarType dtype, torch::ScalarType index_dtype) {
@@ -115,6 +125,14 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
     dtype = t.scalar_type();
     device = t.device();
     first = false;
+  }
+  if (first) {  // a backward that reads no inputs (a linear program): the gradients' type and device
+    for (const torch::Tensor& t : grad_outputs)
+      if (t.defined()) {
+        dtype = t.scalar_type();
+        device = t.device();
+        break;
+      }
   }
   if (!device.is_cpu() && !device.is_cuda())
     SEASTAR_THROW(NotImplementedError, prog, ": the fused backend runs CPU and CUDA tensors, not ", device);

@@ -29,6 +29,9 @@ class FusedProgram {
   /// Empty when both directions can run fused; otherwise why not.
   const std::string& unsupported() const { return unsupported_; }
   const LoweredProgram& lowered() const { return lowered_; }
+  /// Whether backward() reads the bound input `name` (autograd keeps only those alive: APPNP's
+  /// steps, linear in h, need none of the K intermediate h for their gradients).
+  bool backward_reads(const std::string& name) const;
 
   /// Outputs of the forward program. `inputs` by name (vertex, edge and param tensors).
   std::vector<torch::Tensor> forward(const Graph& g, const std::map<std::string, torch::Tensor>& inputs);

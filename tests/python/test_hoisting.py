@@ -162,4 +162,6 @@ def test_the_source_product_is_stored_once(tmp_path, monkeypatch, graph_factory)
     source = (tmp_path / "hoist_dump_probe.forward.f64_i32.cpp").read_text()
     traversal = source[source.index("in-edges (CSC)"):]
     traversal = traversal[:traversal.index("\n}\n")]
-    assert "eid[j]" not in traversal.replace("e = eid[j]", "") and " * 1)[0]" not in traversal, traversal
+    # no edge weight through the edge ids, no d at the neighbour row (d is read at the centre only)
+    assert "eid[j]" not in traversal.replace("e = eid[j]", "") and "n * 1)[0]" not in traversal, traversal
+    assert "then per centre" in traversal, traversal  # d * sum is stored by the traversal itself
