@@ -1,0 +1,121 @@
+#!/usr/bin/env python
+"""1 vs 2 threads, on an idle machine and with competing CPU-bound processes: a GCN training
+epoch (two GCNConv layers, Adam) and the fused GCN propagation alone (forward + backward).
+
+    .venv/bin/python benchmarks/bench_threads.py --num-nodes 100000 --avg-degree 20 --width 64 \\
+        --busy 0,1 --out benchmarks/results/threads.json
+
+For each number of busy processes (``--busy``: each a Python loop that spins on one core, started
+before and stopped after that block of measurements) the thread counts are interleaved over
+``--repeats`` rounds in one process; the JSON keeps every round and the report gives the median,
+the spread (min-max) and the speed-up of 2 threads over 1. ``seastar`` is imported before
+``torch`` (so torch's OpenMP threads spin only briefly, see python/seastar/_openmp_wait.py) unless
+``--torch-first``, which shows what a script that imports torch first gets.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "python"))
+
+SPIN = "import time\nwhile True:\n    pass\n"
+
+
+def measure(args) -> dict:
+    if args.torch_first:
+        import torch  # noqa: F401  (libgomp keeps its default spin)
+    import seastar as ss
+    import torch
+    import torch.nn.functional as F
+    from seastar.nn.gcn_conv import symmetric_sum
+
+    data = ss.datasets.synthetic_node_classification(args.num_nodes, args.avg_degree, 8, args.width, seed=0)
+    g, x, y = data.graph, data.x, data.y
+    model = torch.nn.ModuleList([ss.nn.GCNConv(args.width, args.width), ss.nn.GCNConv(args.width, data.num_classes)])
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    h = torch.randn(g.num_nodes, args.width, requires_grad=True)
+    d = torch.rand(g.num_nodes, 1)
+
+    def epoch():
+        opt.zero_grad()
+        out = model[1](g, F.relu(model[0](g, x)))
+        F.cross_entropy(out[data.train_mask], y[data.train_mask]).backward()
+        opt.step()
+
+    def propagation():
+        out = symmetric_sum(g, h=h, d=d)
+        out.backward(torch.ones_like(out))
+
+    runs = {"epoch": epoch, "propagation": propagation}
+    rows = []
+    for busy in args.busy:
+        spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(busy)]
+        try:
+            for t in args.threads:  # warm-up: kernels compiled and loaded, pools started
+                torch.set_num_threads(t)
+                for f in runs.values():
+                    f()
+            times = {(name, t): [] for name in runs for t in args.threads}
+            for _ in range(args.repeats):
+                for name, f in runs.items():
+                    for t in args.threads:
+                        torch.set_num_threads(t)
+                        t0 = time.perf_counter()
+                        f()
+                        times[(name, t)].append(time.perf_counter() - t0)
+        finally:
+            for p in spinners:
+                p.kill()
+                p.wait()
+        for (name, t), ts in times.items():
+            rows.append({"busy": busy, "what": name, "threads": t, "seconds": ts})
+    return {"config": vars(args), "load_after": os.getloadavg(), "rows": rows}
+
+
+def report(result: dict) -> str:
+    lines = ["| busy processes | measured | 1 thread (median, min-max) | 2 threads | speed-up 2 vs 1 |",
+             "| ---: | --- | ---: | ---: | ---: |"]
+    by = {(r["busy"], r["what"], r["threads"]): r["seconds"] for r in result["rows"]}
+    for busy in result["config"]["busy"]:
+        for what in ("epoch", "propagation"):
+            one, two = by.get((busy, what, 1)), by.get((busy, what, 2))
+            if not one or not two:
+                continue
+            fmt = lambda ts: f"{statistics.median(ts) * 1e3:.0f} ms ({min(ts) * 1e3:.0f}-{max(ts) * 1e3:.0f})"
+            lines.append(f"| {busy} | {what} | {fmt(one)} | {fmt(two)} | "
+                         f"{statistics.median(one) / statistics.median(two):.2f}x |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--num-nodes", type=int, default=100_000)
+    ap.add_argument("--avg-degree", type=float, default=20)
+    ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--busy", type=lambda s: [int(v) for v in s.split(",")], default=[0, 1])
+    ap.add_argument("--threads", type=lambda s: [int(v) for v in s.split(",")], default=[1, 2])
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--torch-first", action="store_true")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    if args.repeats < 1 or args.num_nodes < 2:
+        ap.error("--repeats must be >= 1 and --num-nodes >= 2")
+    result = measure(args)
+    text = report(result)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        result["config"]["out"] = str(args.out)
+        args.out.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
