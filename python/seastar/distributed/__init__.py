@@ -31,6 +31,6 @@ def __getattr__(name):  # the torch.distributed parts load on first use
         from . import minibatch
         return getattr(minibatch, name)
     if name == "launch":
-        from . import launch
-        return launch
+        import importlib
+        return importlib.import_module(".launch", __name__)
     raise AttributeError(f"module 'seastar.distributed' has no attribute {name!r}")
