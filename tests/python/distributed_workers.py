@@ -89,3 +89,116 @@ def fullgraph_cases(rank, world, cases):
     """Several ``fullgraph_rank`` runs in one process group (one start-up for all)."""
     for case in cases:
         fullgraph_rank(rank, world, *case)
+
+
+def _cora():
+    ds = ss.datasets.load("cora")
+    ds.x = ds.x.to_dense() if ds.x.is_sparse else ds.x
+    return ds
+
+
+def _mapped_from(t: torch.Tensor, path: str) -> bool:
+    """Whether ``t``'s memory lies in a mapping of the file ``path`` (shared, not a copy)."""
+    import os
+
+    ptr = t.data_ptr()
+    real = os.path.realpath(path)
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 6 and os.path.realpath(fields[5]) == real:
+                lo, hi = (int(v, 16) for v in fields[0].split("-"))
+                if lo <= ptr < hi:
+                    return True
+    return False
+
+
+class Blocks(torch.nn.Module):
+    """test_minibatch_training's model with forward(blocks, x): DDP synchronises gradients
+    only for passes through its own forward."""
+
+    def __init__(self, convs):
+        super().__init__()
+        self.convs = convs
+
+    def forward(self, blocks, x):
+        from test_minibatch_training import _forward
+
+        return _forward(self.convs, blocks, x, self.training)
+
+
+def minibatch_rank(rank, world, shared_path, out_dir, epochs, batch_size):
+    """DDP mini-batch SAGE on Cora: the seeds of every batch and the parameters after every step."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from seastar.distributed.minibatch import DistributedNeighborLoader, shared_dataset
+
+    from test_minibatch_training import _model
+
+    torch.set_num_threads(1)
+    ds = shared_dataset(shared_path, make=_cora)
+    convs = _model(ds.x.shape[1], ds.num_classes, seed=rank)  # different on purpose: DDP starts from rank 0's
+    model = DistributedDataParallel(Blocks(convs))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    loader = DistributedNeighborLoader(ds, [10, 5], batch_size=batch_size, input_nodes=ds.train_mask, seed=7,
+                                       prefetch=1)
+    seeds, params = [], []
+    for _ in range(epochs):
+        used = []
+        for b in loader:
+            opt.zero_grad()
+            F.cross_entropy(model(b.blocks, b.x), b.y).backward()
+            opt.step()
+            used.append(b.seed_nodes.clone())
+            params.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
+        seeds.append(torch.cat(used))
+    torch.save(dict(seeds=seeds, params=params, batches=len(loader), mapped=_mapped_from(ds.x, shared_path)),
+               f"{out_dir}/mb{rank}.pt")
+
+
+ACC_FANOUTS = [10, 5]
+
+
+def minibatch_accuracy_rank(rank, world, shared_path, out_dir, seeds, epochs, batch_size):
+    """SAGE on Cora as in test_minibatch_training, the global batch split over the ranks."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from seastar.distributed.minibatch import DistributedNeighborLoader, shared_dataset
+
+    from test_minibatch_training import _model, _test_accuracy
+
+    torch.set_num_threads(1)
+    ds = shared_dataset(shared_path, make=_cora)
+    accs = []
+    for seed in seeds:
+        convs = _model(ds.x.shape[1], ds.num_classes, seed)
+        model = DistributedDataParallel(Blocks(convs))
+        opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+        loader = DistributedNeighborLoader(ds, ACC_FANOUTS, batch_size=batch_size, input_nodes=ds.train_mask,
+                                           seed=seed, prefetch=1)
+        for _ in range(epochs):
+            model.train()
+            for b in loader:
+                opt.zero_grad()
+                F.cross_entropy(model(b.blocks, b.x), b.y).backward()
+                opt.step()
+        accs.append(_test_accuracy(convs, ds, ds.x))
+    torch.save(accs, f"{out_dir}/acc{rank}.pt")
+
+
+def minibatch_accuracy_single(ds, seed, epochs, batch_size):
+    """The same protocol in one process with the global batch."""
+    from test_minibatch_training import _model, _test_accuracy
+
+    convs = _model(ds.x.shape[1], ds.num_classes, seed)
+    model = Blocks(convs)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+    loader = ss.loader.NeighborLoader(ds, ACC_FANOUTS, batch_size=batch_size, input_nodes=ds.train_mask, seed=seed,
+                                      prefetch=1)
+    for _ in range(epochs):
+        model.train()
+        for b in loader:
+            opt.zero_grad()
+            F.cross_entropy(model(b.blocks, b.x), b.y).backward()
+            opt.step()
+    return _test_accuracy(convs, ds, ds.x)
