@@ -55,6 +55,7 @@ def parse_args(argv=None):
     p.add_argument("--avg-degree", type=float, default=10.0, help="synthetic: edges per vertex")
     p.add_argument("--num-features", type=int, default=64, help="synthetic: feature width")
     p.add_argument("--num-classes", type=int, default=10, help="synthetic: classes")
+    p.add_argument("--train-fraction", type=float, default=0.6, help="synthetic: share of training vertices")
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--heads", type=int, default=4, help="GAT heads of the hidden layer")
     p.add_argument("--dropout", type=float, default=0.5)
@@ -82,6 +83,8 @@ def parse_args(argv=None):
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if not 0.0 <= args.dropout < 1.0:
         p.error(f"--dropout must be in [0, 1), got {args.dropout}")
+    if not 0.0 < args.train_fraction < 1.0:
+        p.error(f"--train-fraction must be in (0, 1), got {args.train_fraction}")
     if args.mode == "minibatch" and args.model == "gcn":
         p.error("--model gcn runs in --mode fullgraph only: GCNConv's normalisation needs whole neighbourhoods "
                 "(use sage or gat for mini-batches)")
@@ -92,11 +95,21 @@ def load(args):
     if args.dataset == "synthetic":
         return ss.datasets.synthetic_node_classification(args.num_nodes, avg_degree=args.avg_degree,
                                                          num_classes=args.num_classes,
-                                                         num_features=args.num_features, seed=args.seed)
+                                                         num_features=args.num_features, seed=args.seed,
+                                                         train_fraction=args.train_fraction,
+                                                         val_fraction=min(0.2, (1 - args.train_fraction) / 2))
     ds = ss.datasets.load(args.dataset)
     if ds.x.is_sparse:
         ds.x = ds.x.to_dense()
     return ds
+
+
+def synthetic_key(args) -> str:
+    """What names a synthetic graph's partition folder and shared file."""
+    if args.dataset != "synthetic":
+        return ""
+    return (f"-{args.num_nodes}-d{args.avg_degree:g}-f{args.num_features}-c{args.num_classes}"
+            f"-t{args.train_fraction:g}")
 
 
 def make_convs(args, f_in, classes):
@@ -147,7 +160,7 @@ def maybe_die(args, rank, epoch):
 
 def run_fullgraph(args, rank, world):
     part_dir = Path(args.partition_dir or f"/tmp/seastar-partitions/{args.dataset}"
-                    f"{'-' + str(args.num_nodes) if args.dataset == 'synthetic' else ''}-{world}-{args.method}")
+                    f"{synthetic_key(args)}-{world}-{args.method}")
     if rank == 0 and not (part_dir / "partition.json").is_file():
         log.info("partitioning %s into %d parts (%s) at %s", args.dataset, world, args.method, part_dir)
         ss.distributed.partition_graph(load(args), world, part_dir, method=args.method)
@@ -174,7 +187,7 @@ def run_fullgraph(args, rank, world):
         maybe_die(args, rank, epoch)
         model.train()
         comm0, bytes0 = pg.exchange.stats["comm_s"], pg.exchange.stats["bytes_sent"]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad()
         out = model(x_src)
         tm = masks["train_mask"]
@@ -184,7 +197,9 @@ def run_fullgraph(args, rank, world):
         allreduce_gradients(model)
         allreduce_s = time.perf_counter() - t1
         opt.step()
-        epoch_s = time.perf_counter() - t0
+        epoch_s, epoch_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+        train_bytes = pg.exchange.stats["bytes_sent"] - bytes0
+        train_halo_s = pg.exchange.stats["comm_s"] - comm0
         model.eval()
         with torch.no_grad():
             pred = model(x_src).argmax(-1)
@@ -194,21 +209,24 @@ def run_fullgraph(args, rank, world):
             counts += [float((pred[m] == y[m]).sum()), float(m.sum())]
         sums = pg.all_sum(loss.item(), *counts)
         acc = {k: sums[1 + 2 * i] / max(1.0, sums[2 + 2 * i]) for i, k in enumerate(("train", "val", "test"))}
-        row = dict(epoch=epoch, loss=sums[0], **acc, epoch_s=epoch_s, halo_s=pg.exchange.stats["comm_s"] - comm0,
-                   allreduce_s=allreduce_s, halo_bytes_sent=pg.exchange.stats["bytes_sent"] - bytes0)
+        row = dict(epoch=epoch, loss=sums[0], **acc, epoch_s=epoch_s, epoch_cpu_s=epoch_cpu_s, halo_s=train_halo_s,
+                   allreduce_s=allreduce_s, halo_bytes_sent=train_bytes,
+                   eval_halo_bytes_sent=pg.exchange.stats["bytes_sent"] - bytes0 - train_bytes)
         history.append(row)
         if rank == 0:
             print(f"epoch {epoch:3d}  loss {row['loss']:.4f}  train {acc['train']:.3f}  val {acc['val']:.3f}  "
                   f"test {acc['test']:.3f}  {epoch_s * 1e3:.0f} ms (halo {row['halo_s'] * 1e3:.0f} ms, gradient "
                   f"all-reduce {allreduce_s * 1e3:.0f} ms)", flush=True)
-    bytes_per_epoch = history[-1]["halo_bytes_sent"]  # includes the eval pass's forward exchange
-    return dict(history=history, num_halo=part.num_halo, num_owned=part.num_owned, edge_cut=report["edge_cut"],
-                boundary_rows=report["boundary_rows"], halo_bytes_last_epoch=bytes_per_epoch)
+    all_ranks_bytes = pg.all_sum(history[-1]["halo_bytes_sent"])[0]
+    return dict(history=history, halo_bytes_per_epoch_all_ranks=all_ranks_bytes, num_halo=part.num_halo,
+                num_owned=part.num_owned, edge_cut=report["edge_cut"],
+                boundary_rows=report["boundary_rows"], num_parameters=sum(p.numel() for p in model.parameters()),
+                input_halo_bytes=part.num_halo * x.shape[1] * x.element_size())
 
 
 def run_minibatch(args, rank, world):
     shared = Path(args.shared_file or f"/dev/shm/seastar-{args.dataset}"
-                  f"{'-' + str(args.num_nodes) if args.dataset == 'synthetic' else ''}-{args.seed}.pt")
+                  f"{synthetic_key(args)}-{args.seed}.pt")
     ds = shared_dataset(shared, make=lambda: load(args))
     between = between_layers(args)
     model = Blocks(make_convs(args, ds.x.shape[1], int(ds.num_classes)), between)
@@ -222,7 +240,7 @@ def run_minibatch(args, rank, world):
     for epoch in range(1, args.epochs + 1):
         maybe_die(args, rank, epoch)
         ddp.train()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         total, count = 0.0, 0
         for b in loader:
             opt.zero_grad()
@@ -231,11 +249,11 @@ def run_minibatch(args, rank, world):
             opt.step()
             total += loss.item() * b.batch_size
             count += b.batch_size
-        epoch_s = time.perf_counter() - t0
+        epoch_s, epoch_cpu_s = time.perf_counter() - t0, time.process_time() - c0
         t = torch.tensor([total, float(count)], dtype=torch.float64)
         dist.all_reduce(t)
-        row = dict(epoch=epoch, loss=t[0].item() / t[1].item(), epoch_s=epoch_s, waited_s=loader.stats["wait_s"],
-                   sampling_s=loader.stats["sample_s"])
+        row = dict(epoch=epoch, loss=t[0].item() / t[1].item(), epoch_s=epoch_s, epoch_cpu_s=epoch_cpu_s,
+                   waited_s=loader.stats["wait_s"], sampling_s=loader.stats["sample_s"])
         history.append(row)
         if rank == 0:
             print(f"epoch {epoch:3d}  loss {row['loss']:.4f}  {epoch_s * 1e3:.0f} ms (waited for batches "
@@ -247,7 +265,8 @@ def run_minibatch(args, rank, world):
         pred = out.argmax(-1)
         acc = {k: (pred[m] == ds.y[m]).float().mean().item() for k, m in
                (("train", ds.train_mask), ("val", ds.val_mask), ("test", ds.test_mask))}
-    return dict(history=history, final=acc)
+    return dict(history=history, final=acc, num_parameters=sum(p.numel() for p in model.parameters()),
+                batches_per_epoch=len(loader))
 
 
 def main(argv=None):
