@@ -202,3 +202,38 @@ def minibatch_accuracy_single(ds, seed, epochs, batch_size):
             F.cross_entropy(model(b.blocks, b.x), b.y).backward()
             opt.step()
     return _test_accuracy(convs, ds, ds.x)
+
+
+def partitioned_minibatch_rank(rank, world, part_dir, shared_path, out_dir, epochs):
+    """Mini-batches of each rank's own part, features fetched from their owners."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from seastar.distributed.minibatch import PartitionedFeatures, PartitionNeighborLoader, shared_dataset
+
+    from test_minibatch_training import _model
+
+    torch.set_num_threads(1)
+    ds = shared_dataset(shared_path, make=_cora)  # the reference x, the structure and the labels
+    feats = PartitionedFeatures.from_partition(part_dir)
+    g = torch.Generator().manual_seed(rank)
+    ids = torch.randint(0, ds.x.shape[0], (500,), generator=g)
+    ids = torch.cat([ids, ids[:50], torch.empty(0, dtype=torch.long)])  # duplicates too
+    fetch_ok = torch.equal(feats.fetch(ids), ds.x[ids]) and feats.fetch(ids[:0]).shape == (0, ds.x.shape[1])
+    part = load_partition(part_dir, rank, world_size=world)
+    seeds = part.owned[part.node_data["train_mask"]]
+    model = DistributedDataParallel(Blocks(_model(ds.x.shape[1], ds.num_classes, seed=0)))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    loader = PartitionNeighborLoader(ds.graph, feats, ds.y, seeds, [10, 5], batch_size=30, seed=3, prefetch=1)
+    used, params, rows_ok = [], [], True
+    for _ in range(epochs):
+        mine = []
+        for b in loader:
+            rows_ok &= torch.equal(b.x, ds.x[b.input_nodes]) and torch.equal(b.y, ds.y[b.seed_nodes])
+            opt.zero_grad()
+            F.cross_entropy(model(b.blocks, b.x), b.y, reduction="sum").div(max(1, b.batch_size)).backward()
+            opt.step()
+            mine.append(b.seed_nodes.clone())
+            params.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
+        used.append(torch.cat(mine))
+    torch.save(dict(fetch_ok=fetch_ok, rows_ok=rows_ok, seeds=used, params=params, owned=part.owned,
+                    remote_rows=feats.stats["remote_rows"], batches=len(loader)), f"{out_dir}/pmb{rank}.pt")

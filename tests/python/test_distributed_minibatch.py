@@ -69,3 +69,27 @@ def test_cora_accuracy_matches_single_process(tmp_path):
     print(f"2 processes {statistics.mean(dist_acc):.4f} {dist_acc}, 1 process {statistics.mean(one):.4f} {one}")
     assert statistics.mean(one) > 0.7
     assert abs(statistics.mean(dist_acc) - statistics.mean(one)) <= 0.015
+
+
+def test_partitioned_features_and_own_seeds(tmp_path):
+    """Each rank trains on its own part's seeds; features of remote vertices come from their
+    owners (exactly the rows of x); every seed once per epoch, parameters identical."""
+    from seastar.distributed import partition_graph
+
+    ds = workers._cora()
+    partition_graph(ds, 2, tmp_path / "parts", method="random")
+    epochs = 2
+    launch.spawn(workers.partitioned_minibatch_rank, 2,
+                 (str(tmp_path / "parts"), str(tmp_path / "cora.pt"), str(tmp_path), epochs), timeout_s=240)
+    ranks = [torch.load(tmp_path / f"pmb{r}.pt") for r in range(2)]
+    assert all(r["fetch_ok"] and r["rows_ok"] for r in ranks)
+    assert all(r["remote_rows"] > 0 for r in ranks)
+    train = ds.train_mask.nonzero().view(-1)
+    for epoch in range(epochs):
+        for r in ranks:  # a rank's seeds are its own part's
+            assert torch.isin(r["seeds"][epoch], r["owned"]).all()
+        used = torch.cat([r["seeds"][epoch] for r in ranks])
+        assert torch.equal(torch.sort(used).values, train)
+    assert ranks[0]["batches"] == ranks[1]["batches"]
+    for a, b in zip(ranks[0]["params"], ranks[1]["params"]):
+        assert torch.equal(a, b)

@@ -6,7 +6,8 @@
   layer exchanges only its halo rows, forward and backward, and matches single-process training.
 * Data-parallel mini-batches (``SeedShards``, ``shared_dataset``): disjoint equal seed shares
   per epoch, gradients averaged by DistributedDataParallel, the graph and features shared by
-  the processes of a machine through a memory-mapped file.
+  the processes of a machine through a memory-mapped file; or partitioned features fetched
+  from their owners per batch (``PartitionedFeatures``).
 * ``launch``: process groups under torchrun or spawned on localhost, with timeouts.
 
 Design and scaling model: docs/DISTRIBUTED.md.
@@ -17,7 +18,8 @@ from .partition import Partition, assemble, load_partition, partition_graph, rea
 
 __all__ = ["Partition", "assemble", "load_partition", "partition_graph", "read_report",
            "HaloExchange", "PartitionedGraph", "PartitionParallel", "allreduce_gradients",
-           "broadcast_parameters", "SeedShards", "shared_dataset", "launch"]
+           "broadcast_parameters", "SeedShards", "shared_dataset", "DistributedNeighborLoader",
+           "PartitionedFeatures", "PartitionNeighborLoader", "launch"]
 
 
 def __getattr__(name):  # the torch.distributed parts load on first use
@@ -27,7 +29,8 @@ def __getattr__(name):  # the torch.distributed parts load on first use
     if name in ("PartitionedGraph", "PartitionParallel", "allreduce_gradients", "broadcast_parameters"):
         from . import fullgraph
         return getattr(fullgraph, name)
-    if name in ("SeedShards", "shared_dataset"):
+    if name in ("SeedShards", "shared_dataset", "DistributedNeighborLoader", "PartitionedFeatures",
+                "PartitionNeighborLoader"):
         from . import minibatch
         return getattr(minibatch, name)
     if name == "launch":

@@ -67,14 +67,19 @@ class HaloExchange:
         if h_owned.shape[0] != self.num_owned:
             raise ValueError(f"the halo exchange needs one row per owned vertex ({self.num_owned}), got "
                              f"{h_owned.shape[0]}")
-        return self._all_to_all(h_owned.index_select(0, self.send_index), self.num_halo, self.recv_counts,
-                                self.send_counts)
+        return self._all_to_all(h_owned.index_select(0, self._index_on(h_owned.device)), self.num_halo,
+                                self.recv_counts, self.send_counts)
+
+    def _index_on(self, device) -> torch.Tensor:
+        if self.send_index.device != torch.device(device):
+            self.send_index = self.send_index.to(device)
+        return self.send_index
 
     def send_back(self, grad_halo: torch.Tensor) -> torch.Tensor:
         """The gradient [num_owned, ...] of the owned rows from the gradient of every rank's halo."""
         back = self._all_to_all(grad_halo, int(self.send_index.numel()), self.send_counts, self.recv_counts)
         out = grad_halo.new_zeros((self.num_owned,) + tuple(grad_halo.shape[1:]))
-        return out.index_add_(0, self.send_index, back)
+        return out.index_add_(0, self._index_on(back.device), back)
 
     def __call__(self, h_owned: torch.Tensor) -> torch.Tensor:
         """``cat([h_owned, halo rows])``: the source rows of the part's local graph."""

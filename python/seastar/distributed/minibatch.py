@@ -119,3 +119,91 @@ def shared_dataset(path, make: Callable, local_rank: Optional[int] = None) -> Sh
         raise FileNotFoundError(f"shared_dataset: {path} is missing after local rank 0 wrote it: is the path on a "
                                 f"file system every process of this machine sees?")
     return SharedDataset(torch.load(path, mmap=True, weights_only=True))
+
+
+class PartitionedFeatures:
+    """Rows of a node tensor spread over the ranks by a partition: each rank holds only the
+    rows of the vertices it owns, and ``fetch(ids)`` returns any rows, remote ones from their
+    owners: one ``all_to_all_single`` of ids and one of rows. It is a collective: every rank
+    calls it the same number of times (once per batch). It runs in a process group of its own,
+    so a loader thread may fetch while the training thread's DDP all-reduces run."""
+
+    def __init__(self, owned_rows: torch.Tensor, owned: torch.Tensor, assignment: torch.Tensor):
+        if owned_rows.shape[0] != owned.numel():
+            raise ValueError(f"owned_rows has {owned_rows.shape[0]} rows for {owned.numel()} owned vertices")
+        self.rows, self.owned, self.assignment = owned_rows, owned.to(torch.long), assignment.to(torch.long)
+        self.world, self.rank = dist.get_world_size(), dist.get_rank()
+        if int(self.assignment.max()) >= self.world:
+            raise ValueError(f"the assignment has parts up to {int(self.assignment.max())} but the world size is "
+                             f"{self.world}")
+        self.group = dist.new_group(backend="gloo")
+        self.stats = {"remote_rows": 0, "bytes_received": 0, "fetches": 0}
+
+    @classmethod
+    def from_partition(cls, part_dir, field: str = "x") -> "PartitionedFeatures":
+        from .partition import load_partition
+
+        part = load_partition(part_dir, dist.get_rank(), world_size=dist.get_world_size())
+        assignment = torch.load(Path(part_dir) / "assignment.pt", weights_only=True)
+        return cls(part.node_data[field], part.owned, assignment)
+
+    def fetch(self, ids: torch.Tensor) -> torch.Tensor:
+        ids = torch.as_tensor(ids, dtype=torch.long).view(-1)
+        owner = self.assignment[ids]
+        order = torch.argsort(owner, stable=True)
+        wanted = ids[order].contiguous()
+        ask = torch.bincount(owner, minlength=self.world)
+        asked = torch.empty_like(ask)
+        dist.all_to_all_single(asked, ask, group=self.group)
+        ask_l, asked_l = ask.tolist(), asked.tolist()
+        requested = torch.empty(sum(asked_l), dtype=torch.long)
+        dist.all_to_all_single(requested, wanted, asked_l, ask_l, group=self.group)
+        pos = torch.searchsorted(self.owned, requested)
+        if requested.numel() and (pos.max() >= self.owned.numel() or
+                                  (self.owned[pos.clamp(max=self.owned.numel() - 1)] != requested).any()):
+            raise ValueError(f"rank {self.rank} was asked for rows it does not own: the ranks use different "
+                             f"partitions")
+        send = self.rows.index_select(0, pos).contiguous()
+        got = send.new_empty((ids.numel(),) + tuple(self.rows.shape[1:]))
+        dist.all_to_all_single(got, send, ask_l, asked_l, group=self.group)
+        out = torch.empty_like(got)
+        out[order] = got
+        remote = ids.numel() - ask_l[self.rank]
+        self.stats["remote_rows"] += remote
+        self.stats["bytes_received"] += remote * (got[0].numel() * got.element_size() if got.numel() else 0)
+        self.stats["fetches"] += 1
+        return out
+
+
+class PartitionNeighborLoader(NeighborLoader):
+    """Mini-batches of this rank's own training vertices (a part's owned seeds, shuffled per
+    epoch), sampled on the whole graph structure, with the input features fetched through
+    ``features`` (a PartitionedFeatures: local rows read, remote ones received). Every rank
+    runs the same number of batches: that of the rank with the most seeds."""
+
+    def __init__(self, graph: Graph, features: PartitionedFeatures, y: torch.Tensor, seeds: torch.Tensor,
+                 num_neighbors, batch_size: int = 1024, seed: int = 0, prefetch: int = 2, **kw):
+        super().__init__((graph, None, None), num_neighbors, batch_size=batch_size, input_nodes=seeds, shuffle=True,
+                         seed=seed, prefetch=prefetch, **kw)
+        self.features, self.labels = features, y
+        self.rank = dist.get_rank()
+        most = torch.tensor([self.seeds.numel()])
+        dist.all_reduce(most, op=dist.ReduceOp.MAX)
+        if self.seeds.numel() == 0:
+            raise ValueError(f"rank {self.rank} owns no training vertex: partition with balance_training=True")
+        self.num_batches = -(-int(most) // self.batch_size)
+
+    def __len__(self) -> int:
+        return self.num_batches
+
+    def _batches(self, epoch: int) -> List[torch.Tensor]:
+        return list(torch.tensor_split(self._order(epoch), self.num_batches))
+
+    def _sample_seed(self, epoch: int, index: int) -> int:
+        return _mix(self.seed, epoch, index, self.rank)
+
+    def _make(self, epoch: int, index: int, seeds: torch.Tensor):
+        b = super()._make(epoch, index, seeds)
+        b.x = self.features.fetch(b.input_nodes)
+        b.y = self.labels.index_select(0, b.seed_nodes)
+        return b
