@@ -40,7 +40,8 @@ except ImportError:  # run from a checkout
     import seastar as ss
 from seastar.distributed import launch  # noqa: E402
 from seastar.distributed.fullgraph import PartitionedGraph, PartitionParallel, allreduce_gradients  # noqa: E402
-from seastar.distributed.minibatch import DistributedNeighborLoader, shared_dataset  # noqa: E402
+from seastar.distributed.minibatch import (DistributedNeighborLoader, PartitionedFeatures,  # noqa: E402
+                                           PartitionNeighborLoader, shared_dataset)
 
 log = logging.getLogger("seastar.examples.distributed")
 
@@ -65,6 +66,9 @@ def parse_args(argv=None):
     p.add_argument("--partition-dir", help="fullgraph: the partition (default: a folder under /tmp per dataset "
                                            "and process count)")
     p.add_argument("--method", choices=["metis", "random"], default="metis", help="fullgraph: partitioner")
+    p.add_argument("--features", choices=["shared", "partitioned"], default="shared",
+                   help="minibatch: every machine maps all features (shared), or each rank keeps its part's rows "
+                        "and fetches remote ones per batch (partitioned; seeds are then the rank's own part's)")
     p.add_argument("--shared-file", help="minibatch: the dataset file mapped by the processes of a machine "
                                          "(default under /dev/shm)")
     p.add_argument("--threads", type=int, default=1, help="torch/OpenMP threads per process (0: torch's default)")
@@ -159,12 +163,7 @@ def maybe_die(args, rank, epoch):
 
 
 def run_fullgraph(args, rank, world):
-    part_dir = Path(args.partition_dir or f"/tmp/seastar-partitions/{args.dataset}"
-                    f"{synthetic_key(args)}-{world}-{args.method}")
-    if rank == 0 and not (part_dir / "partition.json").is_file():
-        log.info("partitioning %s into %d parts (%s) at %s", args.dataset, world, args.method, part_dir)
-        ss.distributed.partition_graph(load(args), world, part_dir, method=args.method)
-    dist.barrier()
+    part_dir = ensure_partition(args, rank, world)
     part = ss.distributed.load_partition(part_dir, rank, world_size=world)
     report = ss.distributed.read_report(part_dir)
     pg = PartitionedGraph(part)
@@ -224,16 +223,38 @@ def run_fullgraph(args, rank, world):
                 input_halo_bytes=part.num_halo * x.shape[1] * x.element_size())
 
 
+def partition_dir(args, world) -> Path:
+    return Path(args.partition_dir or f"/tmp/seastar-partitions/{args.dataset}"
+                f"{synthetic_key(args)}-{world}-{args.method}")
+
+
+def ensure_partition(args, rank, world) -> Path:
+    part_dir = partition_dir(args, world)
+    if rank == 0 and not (part_dir / "partition.json").is_file():
+        log.info("partitioning %s into %d parts (%s) at %s", args.dataset, world, args.method, part_dir)
+        ss.distributed.partition_graph(load(args), world, part_dir, method=args.method)
+    dist.barrier()
+    return part_dir
+
+
 def run_minibatch(args, rank, world):
+    partitioned = args.features == "partitioned"
     shared = Path(args.shared_file or f"/dev/shm/seastar-{args.dataset}"
-                  f"{synthetic_key(args)}-{args.seed}.pt")
-    ds = shared_dataset(shared, make=lambda: load(args))
+                  f"{synthetic_key(args)}-{args.seed}{'-structure' if partitioned else ''}.pt")
+    ds = shared_dataset(shared, make=lambda: load(args), with_features=not partitioned)
     between = between_layers(args)
-    model = Blocks(make_convs(args, ds.x.shape[1], int(ds.num_classes)), between)
+    model = Blocks(make_convs(args, int(ds.num_features), int(ds.num_classes)), between)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.Adam(ddp.parameters(), lr=args.lr)
-    loader = DistributedNeighborLoader(ds, args.fanouts, batch_size=args.batch_size, input_nodes=ds.train_mask,
-                                       seed=args.seed, prefetch=2)
+    if partitioned:
+        part_dir = ensure_partition(args, rank, world)
+        feats = PartitionedFeatures.from_partition(part_dir)
+        part = ss.distributed.load_partition(part_dir, rank, world_size=world)
+        loader = PartitionNeighborLoader(ds.graph, feats, ds.y, part.owned[part.node_data["train_mask"]],
+                                         args.fanouts, batch_size=args.batch_size, seed=args.seed, prefetch=2)
+    else:
+        loader = DistributedNeighborLoader(ds, args.fanouts, batch_size=args.batch_size, input_nodes=ds.train_mask,
+                                           seed=args.seed, prefetch=2)
     log.info("%d training seeds, %d batches of up to %d per rank per epoch, fanouts %s",
              int(ds.train_mask.sum()), len(loader), args.batch_size, args.fanouts)
     history = []
@@ -259,14 +280,19 @@ def run_minibatch(args, rank, world):
             print(f"epoch {epoch:3d}  loss {row['loss']:.4f}  {epoch_s * 1e3:.0f} ms (waited for batches "
                   f"{row['waited_s'] * 1e3:.0f} ms)", flush=True)
     acc = {}
+    x = ds.x
+    remote_bytes = feats.stats["bytes_received"] if partitioned else 0  # training's fetches only
+    if partitioned:  # rank 0 gathers every row for the evaluation (a collective: the others ask for none)
+        x = feats.fetch(torch.arange(ds.graph.num_nodes) if rank == 0 else torch.empty(0, dtype=torch.long))
     if rank == 0:  # full-neighbourhood inference over the whole graph, on one rank
         model.eval()
-        out = ss.loader.layerwise_inference(model.convs, ds.graph, ds.x, 8192, between=model.between)
+        out = ss.loader.layerwise_inference(model.convs, ds.graph, x, 8192, between=model.between)
         pred = out.argmax(-1)
         acc = {k: (pred[m] == ds.y[m]).float().mean().item() for k, m in
                (("train", ds.train_mask), ("val", ds.val_mask), ("test", ds.test_mask))}
     return dict(history=history, final=acc, num_parameters=sum(p.numel() for p in model.parameters()),
-                batches_per_epoch=len(loader))
+                batches_per_epoch=len(loader),
+                remote_feature_bytes=remote_bytes)
 
 
 def main(argv=None):

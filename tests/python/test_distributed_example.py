@@ -1,6 +1,7 @@
-"""examples/distributed/train.py under torchrun with 2 processes: both modes train and print
-the final accuracy from rank 0, log lines carry the rank, and a rank that dies makes the other
-exit with a clear message instead of hanging."""
+"""examples/distributed/train.py under torchrun with 2 processes: full-graph mode trains and
+prints the final accuracy from rank 0, log lines carry the rank, mini-batches over partitioned
+features train, and a rank that dies makes the other exit with a clear message instead of
+hanging."""
 from __future__ import annotations
 
 import importlib.util
@@ -30,11 +31,15 @@ def test_fullgraph_gat_on_cora(tmp_path):
 
 
 def test_a_dead_rank_stops_the_other(tmp_path):
-    r = _torchrun(["--mode", "minibatch", "--dataset", "cora", "--model", "sage", "--epochs", "5",
-                   "--shared-file", str(tmp_path / "cora.pt"), "--exit-at-epoch", "2", "--exit-rank", "1",
+    """Mini-batches over partitioned features train two epochs; then rank 1 dies and rank 0
+    exits with the message instead of waiting."""
+    r = _torchrun(["--mode", "minibatch", "--features", "partitioned", "--dataset", "cora", "--model", "sage",
+                   "--epochs", "5", "--batch-size", "35", "--partition-dir", str(tmp_path / "parts"),
+                   "--shared-file", str(tmp_path / "cora.pt"), "--exit-at-epoch", "3", "--exit-rank", "1",
                    "--timeout", "30"], timeout=180)
     out = r.stdout + r.stderr
     assert r.returncode != 0
+    assert "epoch   2  loss" in r.stdout, out[-4000:]
     assert "another rank has probably died" in out, out[-4000:]
 
 

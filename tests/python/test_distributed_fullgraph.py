@@ -73,8 +73,10 @@ def test_matches_single_process(runs, name, model, world):
         for a, b in zip(r["params_per_step"], ranks[0]["params_per_step"]):  # replicated after every step
             assert torch.equal(a, b)
     assert want_losses[-1] < want_losses[0]  # it trained
+    worst_param = max((r["state"][k] - v).abs().max().item() for r in ranks for k, v in want_state.items())
     print(f"{name} {model} on {world} processes: largest loss difference "
-          f"{max(max(abs(a - b) for a, b in zip(r['losses'], want_losses)) for r in ranks):.2e}")
+          f"{max(max(abs(a - b) for a, b in zip(r['losses'], want_losses)) for r in ranks):.2e}, "
+          f"largest parameter difference {worst_param:.2e}")
 
 
 @pytest.mark.parametrize("model,width", [("gcn", 16), ("gat", 32)])

@@ -93,11 +93,13 @@ class SharedDataset:
 FIELDS = ("edge_index", "x", "y", "train_mask", "val_mask", "test_mask")
 
 
-def shared_dataset(path, make: Callable, local_rank: Optional[int] = None) -> SharedDataset:
+def shared_dataset(path, make: Callable, local_rank: Optional[int] = None,
+                   with_features: bool = True) -> SharedDataset:
     """The dataset ``make()`` returns, written once per machine to ``path`` by its local rank 0
     (``LOCAL_RANK``, as torchrun sets it) and mapped by every process. ``path`` should be on a
     machine-local file system (``/dev/shm`` keeps it in memory). Needs the process group (a
-    barrier between writing and mapping)."""
+    barrier between writing and mapping). ``with_features=False`` leaves ``x`` out (None), for
+    features kept in a partition (PartitionedFeatures)."""
     path = Path(path)
     if local_rank is None:
         local_rank = int(os.environ.get("LOCAL_RANK", dist.get_rank() if dist.is_initialized() else 0))
@@ -109,6 +111,8 @@ def shared_dataset(path, make: Callable, local_rank: Optional[int] = None) -> Sh
         d["edge_index"] = d["edge_index"].contiguous()
         d.update(num_nodes=int(d["x"].shape[0]), num_classes=int(ds.num_classes), num_features=int(d["x"].shape[1]),
                  name=getattr(ds, "name", "dataset"))
+        if not with_features:
+            d["x"] = None
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         torch.save(d, tmp)
