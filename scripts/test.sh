@@ -11,6 +11,13 @@ if ! "$SEASTAR_PY" -c 'import torch_geometric' 2>/dev/null; then
   "$SEASTAR_PY" -m pip install -q -r "$ROOT/tests/compat/requirements.txt" \
     || echo "(could not install it: tests/compat will be skipped)"
 fi
+# METIS for seastar.distributed.partition_graph(method="metis") comes from pymetis, also kept out
+# of requirements.txt (method="random" needs nothing; the METIS tests skip without it)
+if ! "$SEASTAR_PY" -c 'import pymetis' 2>/dev/null; then
+  echo "== installing pymetis for the METIS partitioner"
+  "$SEASTAR_PY" -m pip install -q -r "$ROOT/tests/distributed-requirements.txt" \
+    || echo "(could not install it: the METIS tests will be skipped)"
+fi
 echo "== C++ tests (ctest)"
 (cd "$SEASTAR_BUILD_DIR" && ctest --output-on-failure -j "$(nproc)")
 echo "== Python tests (pytest)"

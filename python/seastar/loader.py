@@ -158,8 +158,17 @@ class NeighborLoader:
         g = torch.Generator().manual_seed(_mix(self.seed, epoch))
         return self.seeds[torch.randperm(self.seeds.numel(), generator=g)]
 
+    def _batches(self, epoch: int) -> List[torch.Tensor]:
+        """The seed vertices of each batch of ``epoch``."""
+        order = self._order(epoch)
+        batches = [order[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size, self.batch_size)]
+        return [s for s in batches if s.numel()]
+
+    def _sample_seed(self, epoch: int, index: int) -> int:
+        return _mix(self.seed, epoch, index)
+
     def _make(self, epoch: int, index: int, seeds: torch.Tensor) -> MiniBatch:
-        b = sample_blocks(self.graph, seeds, self.num_neighbors, _mix(self.seed, epoch, index), self.replace,
+        b = sample_blocks(self.graph, seeds, self.num_neighbors, self._sample_seed(epoch, index), self.replace,
                           self.weights)
         if self.x is not None:
             b.x = self.x.index_select(0, b.input_nodes.to(self.x.device))
@@ -170,9 +179,7 @@ class NeighborLoader:
     def __iter__(self):
         epoch = self.epoch
         self.epoch += 1
-        order = self._order(epoch)
-        batches = [order[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size, self.batch_size)]
-        batches = [s for s in batches if s.numel()]
+        batches = self._batches(epoch)
         self.stats = {"epoch": epoch, "batches": len(batches), "sample_s": 0.0, "wait_s": 0.0}
         if self.prefetch == 0:
             for i, s in enumerate(batches):

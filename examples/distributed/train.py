@@ -1,0 +1,332 @@
+#!/usr/bin/env python
+"""Node classification on several processes or machines with torch.distributed.
+
+    torchrun --nproc_per_node=2 examples/distributed/train.py --mode fullgraph --dataset cora --model gcn
+    torchrun --nproc_per_node=2 examples/distributed/train.py --mode minibatch --dataset cora --model sage
+    torchrun --nnodes=2 --node_rank=R --master_addr=HOST --master_port=29500 --nproc_per_node=1 \\
+        examples/distributed/train.py --mode fullgraph --dataset synthetic --num-nodes 1000000
+
+``--mode fullgraph``: partition-parallel full-graph training. Rank 0 partitions the graph into
+one part per process (``--partition-dir``, kept for later runs; on several machines it must be
+on a file system they share, or be made beforehand with ``python -m
+seastar.distributed.partition``); every rank trains on its part, exchanging halo rows per layer.
+``--mode minibatch``: data-parallel mini-batches with DistributedDataParallel; the first process
+of each machine writes the dataset to ``--shared-file`` and every process of the machine maps it.
+
+Rank 0 prints one line per epoch and the final accuracy; every log line carries its rank. A
+collective waits at most ``--timeout`` seconds, so a dead rank makes the others exit (status 1,
+with a message) instead of hanging.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+try:
+    import seastar as ss
+except ImportError:  # run from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+    import seastar as ss
+from seastar.distributed import launch  # noqa: E402
+from seastar.distributed.fullgraph import PartitionedGraph, PartitionParallel, allreduce_gradients  # noqa: E402
+from seastar.distributed.minibatch import (DistributedNeighborLoader, PartitionedFeatures,  # noqa: E402
+                                           PartitionNeighborLoader, shared_dataset)
+
+log = logging.getLogger("seastar.examples.distributed")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mode", choices=["minibatch", "fullgraph"], required=True)
+    p.add_argument("--dataset", choices=["cora", "citeseer", "synthetic"], default="cora")
+    p.add_argument("--model", choices=["gcn", "gat", "sage"], default="sage")
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--num-nodes", type=int, default=100_000, help="synthetic: vertices")
+    p.add_argument("--avg-degree", type=float, default=10.0, help="synthetic: edges per vertex")
+    p.add_argument("--num-features", type=int, default=64, help="synthetic: feature width")
+    p.add_argument("--num-classes", type=int, default=10, help="synthetic: classes")
+    p.add_argument("--train-fraction", type=float, default=0.6, help="synthetic: share of training vertices")
+    p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--heads", type=int, default=4, help="GAT heads of the hidden layer")
+    p.add_argument("--dropout", type=float, default=0.5)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--fanouts", default="10,5", help="minibatch: neighbours per hop from the seeds")
+    p.add_argument("--batch-size", type=int, default=512, help="minibatch: seeds per batch per rank")
+    p.add_argument("--partition-dir", help="fullgraph: the partition (default: a folder under /tmp per dataset "
+                                           "and process count)")
+    p.add_argument("--method", choices=["metis", "random"], default="metis", help="fullgraph: partitioner")
+    p.add_argument("--features", choices=["shared", "partitioned"], default="shared",
+                   help="minibatch: every machine maps all features (shared), or each rank keeps its part's rows "
+                        "and fetches remote ones per batch (partitioned; seeds are then the rank's own part's)")
+    p.add_argument("--shared-file", help="minibatch: the dataset file mapped by the processes of a machine "
+                                         "(default under /dev/shm)")
+    p.add_argument("--threads", type=int, default=1, help="torch/OpenMP threads per process (0: torch's default)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds a collective waits for the other ranks")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="rank 0 writes the result here")
+    p.add_argument("--exit-at-epoch", type=int, default=0, help=argparse.SUPPRESS)  # tests: this rank dies there
+    p.add_argument("--exit-rank", type=int, default=-1, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    try:
+        args.fanouts = [int(f) for f in args.fanouts.split(",")]
+    except ValueError:
+        p.error(f"--fanouts must be comma-separated integers, got {args.fanouts!r}")
+    for name in ("epochs", "hidden", "heads", "batch_size", "num_nodes", "num_features"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if not 0.0 <= args.dropout < 1.0:
+        p.error(f"--dropout must be in [0, 1), got {args.dropout}")
+    if not 0.0 < args.train_fraction < 1.0:
+        p.error(f"--train-fraction must be in (0, 1), got {args.train_fraction}")
+    if args.mode == "minibatch" and args.model == "gcn":
+        p.error("--model gcn runs in --mode fullgraph only: GCNConv's normalisation needs whole neighbourhoods "
+                "(use sage or gat for mini-batches)")
+    return args
+
+
+def load(args):
+    if args.dataset == "synthetic":
+        return ss.datasets.synthetic_node_classification(args.num_nodes, avg_degree=args.avg_degree,
+                                                         num_classes=args.num_classes,
+                                                         num_features=args.num_features, seed=args.seed,
+                                                         train_fraction=args.train_fraction,
+                                                         val_fraction=min(0.2, (1 - args.train_fraction) / 2))
+    ds = ss.datasets.load(args.dataset)
+    if ds.x.is_sparse:
+        ds.x = ds.x.to_dense()
+    return ds
+
+
+def synthetic_key(args) -> str:
+    """What names a synthetic graph's partition folder and shared file."""
+    if args.dataset != "synthetic":
+        return ""
+    return (f"-{args.num_nodes}-d{args.avg_degree:g}-f{args.num_features}-c{args.num_classes}"
+            f"-t{args.train_fraction:g}")
+
+
+def make_convs(args, f_in, classes):
+    torch.manual_seed(args.seed)  # the same initial parameters on every rank
+    if args.model == "gcn":
+        return [ss.nn.GCNConv(f_in, args.hidden), ss.nn.GCNConv(args.hidden, classes)]
+    if args.model == "gat":
+        return [ss.nn.GATConv(f_in, args.hidden, heads=args.heads),
+                ss.nn.GATConv(args.hidden * args.heads, classes, heads=1)]
+    return [ss.nn.SAGEConv(f_in, args.hidden), ss.nn.SAGEConv(args.hidden, classes)]
+
+
+def between_layers(args):
+    act = F.elu if args.model == "gat" else F.relu
+    def between(i, h, training=True):
+        return F.dropout(act(h), args.dropout, training)
+    return between
+
+
+class Blocks(nn.Module):
+    """The layers over sampled blocks (DDP synchronises gradients through this forward)."""
+
+    def __init__(self, convs, between):
+        super().__init__()
+        self.convs = nn.ModuleList(convs)
+        self.between_fn = between
+
+    def forward(self, blocks, x):
+        for i, (conv, g) in enumerate(zip(self.convs, blocks)):
+            x = conv(g, x)
+            if i + 1 < len(self.convs):
+                x = self.between_fn(i, x, self.training)
+        return x
+
+    def between(self, i, h):  # layer-wise inference, eval mode
+        return self.between_fn(i, h, False)
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def maybe_die(args, rank, epoch):
+    if args.exit_at_epoch and epoch == args.exit_at_epoch and rank == args.exit_rank:
+        log.error("exiting at epoch %d on request (--exit-at-epoch)", epoch)
+        os._exit(3)
+
+
+def run_fullgraph(args, rank, world):
+    part_dir = ensure_partition(args, rank, world)
+    part = ss.distributed.load_partition(part_dir, rank, world_size=world)
+    report = ss.distributed.read_report(part_dir)
+    pg = PartitionedGraph(part)
+    nd = part.node_data
+    x, y = nd["x"], nd["y"]
+    y_max = torch.tensor([int(y.max()) if y.numel() else -1])
+    dist.all_reduce(y_max, op=dist.ReduceOp.MAX)
+    classes = int(y_max) + 1
+    between = between_layers(args)
+    model = PartitionParallel(make_convs(args, x.shape[1], classes), pg,
+                              between=lambda i, h: between(i, h, model.training))
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    x_src = pg.input_rows(x)
+    masks = {k: nd[k] for k in ("train_mask", "val_mask", "test_mask")}
+    total_train = pg.all_sum(float(masks["train_mask"].sum()))[0]
+    log.info("part %d: %d owned vertices, %d halo, %d in-edges; partition edge cut %d of %d", rank, part.num_owned,
+             part.num_halo, part.edge_ids.numel(), report["edge_cut"], report["num_edges"])
+    history = []
+    for epoch in range(1, args.epochs + 1):
+        maybe_die(args, rank, epoch)
+        model.train()
+        comm0, bytes0 = pg.exchange.stats["comm_s"], pg.exchange.stats["bytes_sent"]
+        t0, c0 = time.perf_counter(), time.process_time()
+        opt.zero_grad()
+        out = model(x_src)
+        tm = masks["train_mask"]
+        loss = F.cross_entropy(out[tm], y[tm], reduction="sum") / total_train
+        loss.backward()
+        t1 = time.perf_counter()
+        allreduce_gradients(model)
+        allreduce_s = time.perf_counter() - t1
+        opt.step()
+        epoch_s, epoch_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+        train_bytes = pg.exchange.stats["bytes_sent"] - bytes0
+        train_halo_s = pg.exchange.stats["comm_s"] - comm0
+        model.eval()
+        with torch.no_grad():
+            pred = model(x_src).argmax(-1)
+        counts = []
+        for k in ("train_mask", "val_mask", "test_mask"):
+            m = masks[k]
+            counts += [float((pred[m] == y[m]).sum()), float(m.sum())]
+        sums = pg.all_sum(loss.item(), *counts)
+        acc = {k: sums[1 + 2 * i] / max(1.0, sums[2 + 2 * i]) for i, k in enumerate(("train", "val", "test"))}
+        row = dict(epoch=epoch, loss=sums[0], **acc, epoch_s=epoch_s, epoch_cpu_s=epoch_cpu_s, halo_s=train_halo_s,
+                   allreduce_s=allreduce_s, halo_bytes_sent=train_bytes,
+                   eval_halo_bytes_sent=pg.exchange.stats["bytes_sent"] - bytes0 - train_bytes)
+        history.append(row)
+        if rank == 0:
+            print(f"epoch {epoch:3d}  loss {row['loss']:.4f}  train {acc['train']:.3f}  val {acc['val']:.3f}  "
+                  f"test {acc['test']:.3f}  {epoch_s * 1e3:.0f} ms (halo {row['halo_s'] * 1e3:.0f} ms, gradient "
+                  f"all-reduce {allreduce_s * 1e3:.0f} ms)", flush=True)
+    all_ranks_bytes = pg.all_sum(history[-1]["halo_bytes_sent"])[0]
+    return dict(history=history, halo_bytes_per_epoch_all_ranks=all_ranks_bytes, num_halo=part.num_halo,
+                num_owned=part.num_owned, edge_cut=report["edge_cut"],
+                boundary_rows=report["boundary_rows"], num_parameters=sum(p.numel() for p in model.parameters()),
+                input_halo_bytes=part.num_halo * x.shape[1] * x.element_size())
+
+
+def partition_dir(args, world) -> Path:
+    return Path(args.partition_dir or f"/tmp/seastar-partitions/{args.dataset}"
+                f"{synthetic_key(args)}-{world}-{args.method}")
+
+
+def ensure_partition(args, rank, world) -> Path:
+    part_dir = partition_dir(args, world)
+    if rank == 0 and not (part_dir / "partition.json").is_file():
+        log.info("partitioning %s into %d parts (%s) at %s", args.dataset, world, args.method, part_dir)
+        ss.distributed.partition_graph(load(args), world, part_dir, method=args.method)
+    dist.barrier()
+    return part_dir
+
+
+def run_minibatch(args, rank, world):
+    partitioned = args.features == "partitioned"
+    shared = Path(args.shared_file or f"/dev/shm/seastar-{args.dataset}"
+                  f"{synthetic_key(args)}-{args.seed}{'-structure' if partitioned else ''}.pt")
+    ds = shared_dataset(shared, make=lambda: load(args), with_features=not partitioned)
+    between = between_layers(args)
+    model = Blocks(make_convs(args, int(ds.num_features), int(ds.num_classes)), between)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.Adam(ddp.parameters(), lr=args.lr)
+    if partitioned:
+        part_dir = ensure_partition(args, rank, world)
+        feats = PartitionedFeatures.from_partition(part_dir)
+        part = ss.distributed.load_partition(part_dir, rank, world_size=world)
+        loader = PartitionNeighborLoader(ds.graph, feats, ds.y, part.owned[part.node_data["train_mask"]],
+                                         args.fanouts, batch_size=args.batch_size, seed=args.seed, prefetch=2)
+    else:
+        loader = DistributedNeighborLoader(ds, args.fanouts, batch_size=args.batch_size, input_nodes=ds.train_mask,
+                                           seed=args.seed, prefetch=2)
+    log.info("%d training seeds, %d batches of up to %d per rank per epoch, fanouts %s",
+             int(ds.train_mask.sum()), len(loader), args.batch_size, args.fanouts)
+    history = []
+    for epoch in range(1, args.epochs + 1):
+        maybe_die(args, rank, epoch)
+        ddp.train()
+        t0, c0 = time.perf_counter(), time.process_time()
+        total, count = 0.0, 0
+        for b in loader:
+            opt.zero_grad()
+            loss = F.cross_entropy(ddp(b.blocks, b.x), b.y, reduction="sum") / max(1, b.batch_size)
+            loss.backward()
+            opt.step()
+            total += loss.item() * b.batch_size
+            count += b.batch_size
+        epoch_s, epoch_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+        t = torch.tensor([total, float(count)], dtype=torch.float64)
+        dist.all_reduce(t)
+        row = dict(epoch=epoch, loss=t[0].item() / t[1].item(), epoch_s=epoch_s, epoch_cpu_s=epoch_cpu_s,
+                   waited_s=loader.stats["wait_s"], sampling_s=loader.stats["sample_s"])
+        history.append(row)
+        if rank == 0:
+            print(f"epoch {epoch:3d}  loss {row['loss']:.4f}  {epoch_s * 1e3:.0f} ms (waited for batches "
+                  f"{row['waited_s'] * 1e3:.0f} ms)", flush=True)
+    acc = {}
+    x = ds.x
+    remote_bytes = feats.stats["bytes_received"] if partitioned else 0  # training's fetches only
+    if partitioned:  # rank 0 gathers every row for the evaluation (a collective: the others ask for none)
+        x = feats.fetch(torch.arange(ds.graph.num_nodes) if rank == 0 else torch.empty(0, dtype=torch.long))
+    if rank == 0:  # full-neighbourhood inference over the whole graph, on one rank
+        model.eval()
+        out = ss.loader.layerwise_inference(model.convs, ds.graph, x, 8192, between=model.between)
+        pred = out.argmax(-1)
+        acc = {k: (pred[m] == ds.y[m]).float().mean().item() for k, m in
+               (("train", ds.train_mask), ("val", ds.val_mask), ("test", ds.test_mask))}
+    return dict(history=history, final=acc, num_parameters=sum(p.numel() for p in model.parameters()),
+                batches_per_epoch=len(loader),
+                remote_feature_bytes=remote_bytes)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    launch.rank_logging()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rank, world = launch.init_from_env(backend="gloo", timeout_s=args.timeout)
+    try:
+        t0 = time.perf_counter()
+        result = run_fullgraph(args, rank, world) if args.mode == "fullgraph" else run_minibatch(args, rank, world)
+        peak = torch.tensor([peak_rss_mb()], dtype=torch.float64)
+        peaks = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
+        dist.all_gather(peaks, peak)
+    except (RuntimeError, dist.DistError) as exc:
+        log.error("a collective failed (%s): another rank has probably died or stalled; exiting", exc)
+        os._exit(1)  # no teardown: it would wait for the lost rank
+    result.update(args={k: v for k, v in vars(args).items()}, world_size=world, total_s=time.perf_counter() - t0,
+                  peak_rss_mb=[p.item() for p in peaks])
+    if rank == 0:
+        h = result["history"]
+        if args.mode == "fullgraph":
+            print(f"final: test accuracy {h[-1]['test']:.4f} (val {h[-1]['val']:.4f}) after {args.epochs} epochs on "
+                  f"{world} processes; mean epoch {sum(r['epoch_s'] for r in h) / len(h) * 1e3:.0f} ms")
+        else:
+            print(f"final: test accuracy {result['final']['test']:.4f} (val {result['final']['val']:.4f}) after "
+                  f"{args.epochs} epochs on {world} processes; mean epoch "
+                  f"{sum(r['epoch_s'] for r in h) / len(h) * 1e3:.0f} ms")
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(result, indent=2, default=str))
+    dist.destroy_process_group()
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""Data-parallel mini-batch training: every rank holds the whole graph, samples from its own
+share of the training seeds, and DistributedDataParallel averages the gradients.
+
+    ds = shared_dataset("/dev/shm/cora.pt", make=lambda: ss.datasets.load("cora"))
+    loader = DistributedNeighborLoader(ds, [25, 10], batch_size=512, input_nodes=ds.train_mask)
+    model = torch.nn.parallel.DistributedDataParallel(model)
+    for epoch in range(E):
+        for batch in loader: ...          # the same number of batches on every rank
+
+Shares (``SeedShards``): each epoch one permutation of the training seeds, the same on every
+rank (seeded by the epoch), dealt out round-robin: the shares are disjoint, cover every seed
+once, and differ in size by at most one; every rank cuts its share into the same number of
+batches, so every rank takes the same number of optimizer steps (DDP's all-reduce per step
+never waits for a rank that has run out).
+
+Sharing (``shared_dataset``): the first process of each machine writes the edge list,
+features, labels and masks to one file; every process of the machine maps it
+(``torch.load(mmap=True)``), so the features exist once in memory (the page cache), not once
+per process. The sampler's index (the C++ graph's CSC/CSR arrays) is built by each process
+from the mapped edge list.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, List, Optional
+
+import torch
+import torch.distributed as dist
+
+from ..graph import Graph
+from ..loader import NeighborLoader, _mix
+
+
+class SeedShards:
+    """Per-epoch seed shares of one rank (see the module doc)."""
+
+    def __init__(self, seeds: torch.Tensor, rank: int, world_size: int, batch_size: int, seed: int = 0):
+        seeds = torch.as_tensor(seeds).view(-1).to(torch.long)
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in a world of {world_size} processes")
+        if seeds.numel() < world_size:
+            raise ValueError(f"{seeds.numel()} training seeds cannot be shared by {world_size} ranks (fewer seeds "
+                             f"than ranks)")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.seeds, self.rank, self.world, self.batch_size, self.seed = seeds, rank, world_size, batch_size, seed
+        largest_share = -(-seeds.numel() // world_size)
+        self.num_batches = -(-largest_share // batch_size)
+
+    def share(self, epoch: int) -> torch.Tensor:
+        g = torch.Generator().manual_seed(_mix(self.seed, epoch))
+        order = self.seeds[torch.randperm(self.seeds.numel(), generator=g)]
+        return order[self.rank::self.world]
+
+    def batches(self, epoch: int) -> List[torch.Tensor]:
+        """``num_batches`` batches (sizes within one of each other) covering this rank's share."""
+        return list(torch.tensor_split(self.share(epoch), self.num_batches))
+
+
+class DistributedNeighborLoader(NeighborLoader):
+    """A NeighborLoader over this rank's SeedShards: ``batch_size`` is per rank (the global
+    batch is ``world_size`` times larger); rank and world size default to the process group's.
+    Sampling is seeded per (seed, epoch, batch, rank)."""
+
+    def __init__(self, data, num_neighbors, batch_size: int = 1024, input_nodes=None, seed: int = 0,
+                 prefetch: int = 2, rank: Optional[int] = None, world_size: Optional[int] = None, **kw):
+        super().__init__(data, num_neighbors, batch_size=batch_size, input_nodes=input_nodes, shuffle=True,
+                         seed=seed, prefetch=prefetch, **kw)
+        self.rank = dist.get_rank() if rank is None else int(rank)
+        self.world_size = dist.get_world_size() if world_size is None else int(world_size)
+        self.shards = SeedShards(self.seeds, self.rank, self.world_size, self.batch_size, seed)
+
+    def __len__(self) -> int:
+        return self.shards.num_batches
+
+    def _batches(self, epoch: int) -> List[torch.Tensor]:
+        return self.shards.batches(epoch)
+
+    def _sample_seed(self, epoch: int, index: int) -> int:
+        return _mix(self.seed, epoch, index, self.rank)
+
+
+class SharedDataset:
+    """The mapped tensors of ``shared_dataset``: ``graph``, ``x``, ``y``, the masks,
+    ``num_classes``, ``num_features``."""
+
+    def __init__(self, d: dict):
+        self.__dict__.update(d)
+        self.graph = Graph.from_edge_index(d["edge_index"], num_nodes=int(d["num_nodes"]))
+
+
+FIELDS = ("edge_index", "x", "y", "train_mask", "val_mask", "test_mask")
+
+
+def shared_dataset(path, make: Callable, local_rank: Optional[int] = None,
+                   with_features: bool = True) -> SharedDataset:
+    """The dataset ``make()`` returns, written once per machine to ``path`` by its local rank 0
+    (``LOCAL_RANK``, as torchrun sets it) and mapped by every process. ``path`` should be on a
+    machine-local file system (``/dev/shm`` keeps it in memory). Needs the process group (a
+    barrier between writing and mapping). ``with_features=False`` leaves ``x`` out (None), for
+    features kept in a partition (PartitionedFeatures)."""
+    path = Path(path)
+    if local_rank is None:
+        local_rank = int(os.environ.get("LOCAL_RANK", dist.get_rank() if dist.is_initialized() else 0))
+    if local_rank == 0:
+        ds = make()
+        d = {k: getattr(ds, k) for k in FIELDS}
+        if d["x"].is_sparse:
+            d["x"] = d["x"].to_dense()
+        d["edge_index"] = d["edge_index"].contiguous()
+        d.update(num_nodes=int(d["x"].shape[0]), num_classes=int(ds.num_classes), num_features=int(d["x"].shape[1]),
+                 name=getattr(ds, "name", "dataset"))
+        if not with_features:
+            d["x"] = None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        torch.save(d, tmp)
+        os.replace(tmp, path)  # the others never map a half-written file
+    if dist.is_initialized():
+        dist.barrier()
+    if not path.is_file():
+        raise FileNotFoundError(f"shared_dataset: {path} is missing after local rank 0 wrote it: is the path on a "
+                                f"file system every process of this machine sees?")
+    return SharedDataset(torch.load(path, mmap=True, weights_only=True))
+
+
+class PartitionedFeatures:
+    """Rows of a node tensor spread over the ranks by a partition: each rank holds only the
+    rows of the vertices it owns, and ``fetch(ids)`` returns any rows, remote ones from their
+    owners: one ``all_to_all_single`` of ids and one of rows. It is a collective: every rank
+    calls it the same number of times (once per batch). It runs in a process group of its own,
+    so a loader thread may fetch while the training thread's DDP all-reduces run."""
+
+    def __init__(self, owned_rows: torch.Tensor, owned: torch.Tensor, assignment: torch.Tensor):
+        if owned_rows.shape[0] != owned.numel():
+            raise ValueError(f"owned_rows has {owned_rows.shape[0]} rows for {owned.numel()} owned vertices")
+        self.rows, self.owned, self.assignment = owned_rows, owned.to(torch.long), assignment.to(torch.long)
+        self.world, self.rank = dist.get_world_size(), dist.get_rank()
+        if int(self.assignment.max()) >= self.world:
+            raise ValueError(f"the assignment has parts up to {int(self.assignment.max())} but the world size is "
+                             f"{self.world}")
+        self.group = dist.new_group(backend="gloo")
+        self.stats = {"remote_rows": 0, "bytes_received": 0, "fetches": 0}
+
+    @classmethod
+    def from_partition(cls, part_dir, field: str = "x") -> "PartitionedFeatures":
+        from .partition import load_partition
+
+        part = load_partition(part_dir, dist.get_rank(), world_size=dist.get_world_size())
+        assignment = torch.load(Path(part_dir) / "assignment.pt", weights_only=True)
+        return cls(part.node_data[field], part.owned, assignment)
+
+    def fetch(self, ids: torch.Tensor) -> torch.Tensor:
+        ids = torch.as_tensor(ids, dtype=torch.long).view(-1)
+        owner = self.assignment[ids]
+        order = torch.argsort(owner, stable=True)
+        wanted = ids[order].contiguous()
+        ask = torch.bincount(owner, minlength=self.world)
+        asked = torch.empty_like(ask)
+        dist.all_to_all_single(asked, ask, group=self.group)
+        ask_l, asked_l = ask.tolist(), asked.tolist()
+        requested = torch.empty(sum(asked_l), dtype=torch.long)
+        dist.all_to_all_single(requested, wanted, asked_l, ask_l, group=self.group)
+        pos = torch.searchsorted(self.owned, requested)
+        if requested.numel() and (pos.max() >= self.owned.numel() or
+                                  (self.owned[pos.clamp(max=self.owned.numel() - 1)] != requested).any()):
+            raise ValueError(f"rank {self.rank} was asked for rows it does not own: the ranks use different "
+                             f"partitions")
+        send = self.rows.index_select(0, pos).contiguous()
+        got = send.new_empty((ids.numel(),) + tuple(self.rows.shape[1:]))
+        dist.all_to_all_single(got, send, ask_l, asked_l, group=self.group)
+        out = torch.empty_like(got)
+        out[order] = got
+        remote = ids.numel() - ask_l[self.rank]
+        self.stats["remote_rows"] += remote
+        self.stats["bytes_received"] += remote * (got[0].numel() * got.element_size() if got.numel() else 0)
+        self.stats["fetches"] += 1
+        return out
+
+
+class PartitionNeighborLoader(NeighborLoader):
+    """Mini-batches of this rank's own training vertices (a part's owned seeds, shuffled per
+    epoch), sampled on the whole graph structure, with the input features fetched through
+    ``features`` (a PartitionedFeatures: local rows read, remote ones received). Every rank
+    runs the same number of batches: that of the rank with the most seeds."""
+
+    def __init__(self, graph: Graph, features: PartitionedFeatures, y: torch.Tensor, seeds: torch.Tensor,
+                 num_neighbors, batch_size: int = 1024, seed: int = 0, prefetch: int = 2, **kw):
+        super().__init__((graph, None, None), num_neighbors, batch_size=batch_size, input_nodes=seeds, shuffle=True,
+                         seed=seed, prefetch=prefetch, **kw)
+        self.features, self.labels = features, y
+        self.rank = dist.get_rank()
+        most = torch.tensor([self.seeds.numel()])
+        dist.all_reduce(most, op=dist.ReduceOp.MAX)
+        if self.seeds.numel() == 0:
+            raise ValueError(f"rank {self.rank} owns no training vertex: partition with balance_training=True")
+        self.num_batches = -(-int(most) // self.batch_size)
+
+    def __len__(self) -> int:
+        return self.num_batches
+
+    def _batches(self, epoch: int) -> List[torch.Tensor]:
+        return list(torch.tensor_split(self._order(epoch), self.num_batches))
+
+    def _sample_seed(self, epoch: int, index: int) -> int:
+        return _mix(self.seed, epoch, index, self.rank)
+
+    def _make(self, epoch: int, index: int, seeds: torch.Tensor):
+        b = super()._make(epoch, index, seeds)
+        b.x = self.features.fetch(b.input_nodes)
+        b.y = self.labels.index_select(0, b.seed_nodes)
+        return b
