@@ -21,9 +21,9 @@ from typing import Optional, Tuple
 
 import torch
 
-from ._loops import loop_values, with_loops
+from ._loops import loop_graph, loop_values, with_loops
 from ._structure import Structure, is_sparse_tensor_like
-from ._utils import GraphCache, graph_uid
+from ._utils import GraphCache, graph_uid, per_graph
 
 
 def _as_column(w: torch.Tensor, num_edges: int, layer: str) -> torch.Tensor:
@@ -59,13 +59,10 @@ def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor
     """The structure to propagate over and its normalised weights [E', 1]."""
     w = edge_weights(s, edge_weight, layer)
     fill = 2.0 if improved else 1.0
-    if w is None and s.layout is None:  # depends on the graph alone: once per graph
-        def make64():
-            st = with_loops(cache, s, s.num_dst).structure if add_self_loops else s
-            return st, normalise(st, torch.ones(st.num_edges, dtype=torch.float64)).unsqueeze(-1)
-        key = ("gcn_norm", graph_uid(s.graph), add_self_loops)
-        st, w64 = cache.get(key, make64)
-        return st, cache.get(key + (str(device), dtype), lambda: w64.to(device=device, dtype=dtype))
+    if w is None and s.layout is None:  # depends on the graph alone: once per graph, device and dtype
+        key = ("gcn_norm", graph_uid(s.graph), s.num_src, s.num_dst, add_self_loops, str(device), dtype)
+        return per_graph(cache, key, s.graph, _unweighted_norm, s.num_src, s.num_dst, add_self_loops,
+                         str(device), dtype)
     if w is None:
         w = torch.ones(s.num_edges, dtype=dtype, device=device)
     w = w.to(dtype=dtype, device=device)
@@ -76,6 +73,15 @@ def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor
         st = lg.structure
         w = loop_values(lg, w, fill, mode)
     return st, normalise(st, w).unsqueeze(-1)
+
+
+def _unweighted_norm(graph, num_src: int, num_dst: int, add_self_loops: bool, device: str,
+                     dtype: torch.dtype) -> Tuple[Structure, torch.Tensor]:
+    """The propagated structure and its weights [E', 1] without edge weights (computed in float64)."""
+    s = Structure(graph, num_src, num_dst, graph.edge_index.long())
+    st = loop_graph(graph, num_src, num_dst, num_dst, None).structure if add_self_loops else s
+    w64 = normalise(st, torch.ones(st.num_edges, dtype=torch.float64)).unsqueeze(-1)
+    return st, w64.to(device=device, dtype=dtype)
 
 
 def cached_normalisation(layer, edge_index, make):

@@ -126,7 +126,9 @@ def is_torch_sparse(t) -> bool:
 
 def is_sparse_tensor_like(t) -> bool:
     """A ``torch_sparse.SparseTensor`` (duck-typed: ``.storage``, ``.coo()``, ``.sparse_sizes()``)."""
-    return not isinstance(t, torch.Tensor) and all(hasattr(t, a) for a in ("coo", "sparse_sizes", "storage"))
+    if isinstance(t, Graph) or isinstance(t, torch.Tensor):  # a graph is opaque to torch.compile: no hasattr
+        return False
+    return all(hasattr(t, a) for a in ("coo", "sparse_sizes", "storage"))
 
 
 def _sparse_edges(adj_t):
