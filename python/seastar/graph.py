@@ -167,21 +167,21 @@ class Graph(OpaqueBase):
     # the tensors below are read through derived() so that compiled code can read them too
     @property
     def edge_index(self) -> torch.Tensor:
-        return _tensor_of(self, "edge_index")
+        return tensor_of(self, "edge_index")
 
     @property
     def node_type(self) -> Optional[torch.Tensor]:
-        return _tensor_of(self, "node_type")
+        return tensor_of(self, "node_type")
 
     @property
     def edge_type(self) -> Optional[torch.Tensor]:
-        return _tensor_of(self, "edge_type")
+        return tensor_of(self, "edge_type")
 
     def in_degrees(self) -> torch.Tensor:
-        return _tensor_of(self, "in_degrees")
+        return tensor_of(self, "in_degrees")
 
     def out_degrees(self) -> torch.Tensor:
-        return _tensor_of(self, "out_degrees")
+        return tensor_of(self, "out_degrees")
 
     @property
     def index_dtype(self) -> torch.dtype:
@@ -235,7 +235,10 @@ def _own_tensor(graph: Graph, name: str) -> Optional[torch.Tensor]:
     return g.tensors("cpu").get(name)  # node_type, edge_type
 
 
-def _tensor_of(graph: Graph, name: str) -> Optional[torch.Tensor]:
+def tensor_of(graph: Graph, name: str) -> Optional[torch.Tensor]:
+    """``graph.edge_index`` (``node_type``, ``edge_type``, ``in_degrees``, ``out_degrees``) by name:
+    the form layers use, which torch.compile traces for any graph (the properties only for a
+    graph that is an input of the compiled code, not one derived from it)."""
     if torch.compiler.is_compiling():
         from . import torch_ops
         return torch_ops.derived(graph, _own_tensor, name)

@@ -22,7 +22,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from ..graph import Graph
+from ..graph import Graph, tensor_of
 from ._tensor_cache import GRAPHS
 
 log = logging.getLogger("seastar")
@@ -182,7 +182,7 @@ def from_graph(graph: Graph) -> Structure:
         ns, nd = int(graph.num_src), int(graph.num_dst)
     else:
         ns = nd = graph.num_nodes
-    return Structure(graph, ns, nd, graph.edge_index.long())
+    return Structure(graph, ns, nd, tensor_of(graph, "edge_index").long())
 
 
 def structure(layer: str, edge_index, num_src: Optional[int], num_dst: Optional[int],
