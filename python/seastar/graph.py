@@ -55,6 +55,9 @@ class Graph(OpaqueBase):
     @property
     def uid(self) -> int:
         """A process-unique id, never reused (two faces of one C++ graph share it)."""
+        return self._uid()
+
+    def _uid(self) -> int:
         return self._g.uid
 
     def __eq__(self, other) -> bool:
@@ -84,11 +87,13 @@ class Graph(OpaqueBase):
     def _derive_traced(self, fn: Callable[..., Any], *args) -> Any:
         """``derive``'s value with each tensor replaced by a ``torch_ops.TensorRef``; torch.compile
         runs this with the real graph at trace time (a registered member of the opaque type)."""
-        self.derive(fn, *args)
-        hit = self._derived[(fn, args)]
-        if hit[1] is None:
-            from . import torch_ops
-            hit[1] = torch_ops.to_refs(hit[0])
+        from torch.utils._python_dispatch import _disable_current_modes
+        with _disable_current_modes(), torch.no_grad():  # real tensors, not export's fake or traced ones
+            self.derive(fn, *args)
+            hit = self._derived[(fn, args)]
+            if hit[1] is None:
+                from . import torch_ops
+                hit[1] = torch_ops.to_refs(hit[0])
         return hit[1]
 
     @classmethod
@@ -121,48 +126,61 @@ class Graph(OpaqueBase):
 
     def _program_signature(self, program_uid: int, metas: tuple, backend: str):
         """A vertex program's traced signature for compiled code (see torch_ops.program_signature)."""
+        from torch.utils._python_dispatch import _disable_current_modes
         from . import torch_ops
-        return torch_ops.program_signature(self, program_uid, metas, backend)
+        with _disable_current_modes():
+            return torch_ops.program_signature(self, program_uid, metas, backend)
 
     # -- sizes and types -------------------------------------------------------------------
+    # Read through _sizes(), a member torch.compile evaluates on the real graph: the sizes are
+    # constants of compiled code (an attribute read would make them symbolic after a recompile).
+    _SIZES = ("num_src", "num_dst", "is_bipartite", "num_edges", "num_node_types", "num_edge_types",
+              "has_node_types", "has_edge_types")
+
+    def _sizes(self) -> tuple:
+        g = self._g
+        return tuple(getattr(g, k) for k in self._SIZES)
+
     @property
     def num_nodes(self) -> int:
         """The vertex count; a bipartite graph has two (``num_src``, ``num_dst``) and raises."""
-        return self._g.num_nodes
+        if self._sizes()[2]:
+            return self._g.num_nodes  # raises, naming both counts
+        return self._sizes()[0]
 
     @property
     def num_src(self) -> int:
         """Sources: the rows of tensors read as ``e.src.x`` (``num_nodes`` on a square graph)."""
-        return self._g.num_src
+        return self._sizes()[0]
 
     @property
     def num_dst(self) -> int:
         """Destinations: the rows of ``v.x`` and of the outputs (``num_nodes`` on a square graph)."""
-        return self._g.num_dst
+        return self._sizes()[1]
 
     @property
     def is_bipartite(self) -> bool:
-        return self._g.is_bipartite
+        return self._sizes()[2]
 
     @property
     def num_edges(self) -> int:
-        return self._g.num_edges
+        return self._sizes()[3]
 
     @property
     def num_node_types(self) -> int:
-        return self._g.num_node_types
+        return self._sizes()[4]
 
     @property
     def num_edge_types(self) -> int:
-        return self._g.num_edge_types
+        return self._sizes()[5]
 
     @property
     def has_node_types(self) -> bool:
-        return self._g.has_node_types
+        return self._sizes()[6]
 
     @property
     def has_edge_types(self) -> bool:
-        return self._g.has_edge_types
+        return self._sizes()[7]
 
     # the tensors below are read through derived() so that compiled code can read them too
     @property

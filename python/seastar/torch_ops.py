@@ -115,11 +115,12 @@ def _from_refs(value: Any) -> Any:
 def _register() -> None:
     if register_opaque_type is None:
         return
-    use_real = MemberType.USE_REAL
-    members = {m: use_real for m in ("uid", "num_nodes", "num_src", "num_dst", "is_bipartite", "num_edges",
-                                      "num_node_types", "num_edge_types", "has_node_types", "has_edge_types",
-                                      "index_dtype", "_derive_traced", "_program_signature")}
-    for m in ("edge_index", "node_type", "edge_type", "in_degrees", "out_degrees"):
+    # methods run on the real graph at trace time (their results are constants); the properties
+    # are inlined, reading through those methods
+    members = {m: MemberType.USE_REAL for m in ("_sizes", "_uid", "index_dtype", "_derive_traced",
+                                                 "_program_signature")}
+    for m in Graph._SIZES + ("num_nodes", "uid", "edge_index", "node_type", "edge_type", "in_degrees",
+                             "out_degrees"):
         members[m] = MemberType.INLINED
     register_opaque_type(Graph, typ="value", members=members)
     register_opaque_type(TensorRef, typ="value")

@@ -24,6 +24,19 @@ from .rgcn_conv import RGCNConv
 from .hgt_conv import HGTConv
 from .hetero_conv import HeteroConv
 
+LAYERS = (GCNConv, GATConv, SAGEConv, GINConv, APPNP, RGCNConv, HGTConv, HeteroConv)
+
+SCRIPT_MESSAGE = ("torch.jit.script cannot compile seastar.nn layers (their graph work is Python that traces "
+                  "vertex programs); use torch.compile, or torch.export for a deployable program")
+
+
+def _refuse_script(self):
+    raise RuntimeError(f"{type(self).__name__}: {SCRIPT_MESSAGE}")
+
+
+for _layer in LAYERS:  # torch.jit.script calls this on every submodule before compiling any
+    _layer.__prepare_scriptable__ = _refuse_script
+
 __all__ = ["GCNConv", "GATConv", "SAGEConv", "GINConv", "APPNP", "edge_softmax", "set_backend",
            "RGCNConv", "HGTConv", "HeteroConv", "inference"]
 
@@ -38,6 +51,6 @@ def inference(layers, graph, x, batch_size: int = 4096, between=None):
 def set_backend(module, backend):
     """Sets ``backend`` ("auto", "fused", "reference" or None) on every seastar layer in ``module``."""
     for m in module.modules():
-        if isinstance(m, (GCNConv, GATConv, SAGEConv, GINConv, APPNP, RGCNConv, HGTConv)):
+        if isinstance(m, LAYERS) and not isinstance(m, HeteroConv):
             m.backend = backend
     return module

@@ -29,6 +29,10 @@ log = logging.getLogger("seastar")
 
 FLOWS = ("source_to_target", "target_to_source")
 
+COMPILED_STRUCTURE = ("inside torch.compile / torch.export the graph must be a seastar.Graph built outside the "
+                      "compiled code (seastar.Graph.from_edge_index(edge_index, num_nodes)) and passed in; an "
+                      "edge_index tensor or sparse adjacency would be turned into a graph on every call")
+
 
 def core_has_bipartite() -> bool:
     """Whether ``seastar.Graph`` builds bipartite graphs itself (``num_nodes=(num_src, num_dst)``)."""
@@ -191,6 +195,8 @@ def structure(layer: str, edge_index, num_src: Optional[int], num_dst: Optional[
     ``size``) and are checked against a sparse adjacency's or a graph's own sizes."""
     if flow not in FLOWS:
         raise ValueError(f"{layer}: flow must be one of {FLOWS}, got {flow!r}")
+    if torch.compiler.is_compiling() and not isinstance(edge_index, Graph):
+        raise TypeError(f"{layer}: {COMPILED_STRUCTURE}")
     if isinstance(edge_index, Graph):
         s = from_graph(edge_index)
     elif is_torch_sparse(edge_index) or is_sparse_tensor_like(edge_index):
