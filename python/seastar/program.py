@@ -11,6 +11,7 @@ import inspect
 import itertools
 import logging
 import time
+import weakref
 from typing import Dict, List, Tuple
 
 import torch
@@ -28,7 +29,7 @@ BACKENDS = ("auto", "fused", "reference")
 DST_SUFFIX = "@dst"  # a vertex input read at sources and destinations: its first num_dst rows
 
 # uid -> program: how compiled code (torch_ops) names a program with a constant
-PROGRAMS: "Dict[int, VertexProgram]" = {}
+PROGRAMS: "weakref.WeakValueDictionary[int, VertexProgram]" = weakref.WeakValueDictionary()
 _program_uids = itertools.count()
 
 JIT_TRACE_MESSAGE = ("torch.jit.trace cannot record Seastar's kernels (it would record only the outputs' "

@@ -158,14 +158,28 @@ def test_export_runs_equal_to_eager(small_graph):
     x = _features(graph)
     with torch.no_grad():
         expected = model(graph, x)
-        program = torch.export.export(model, (graph, x))
+        program = torch.export.export(snn.WithGraph(model, graph), (x,))
     ops = {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
     assert "seastar.vertex_program.default" in ops and "seastar.graph_tensor.default" in ops
     with torch.no_grad():
-        got = program.module()(graph, x)
-        torch.testing.assert_close(got, expected, **TOL)
+        torch.testing.assert_close(program.module()(x), expected, **TOL)
         x2 = _features(graph, seed=5)
-        torch.testing.assert_close(program.module()(graph, x2), model(graph, x2), **TOL)
+        torch.testing.assert_close(program.module()(x2), model(graph, x2), **TOL)
+
+
+def test_export_with_the_graph_as_an_argument(small_graph):
+    """The graph may also be an argument of the exported program (a constant of it: the same
+    graph must be passed again)."""
+    conv = snn.SAGEConv(F_IN, 3).to(DT).eval()
+    graph, x = small_graph.graph, _features(small_graph.graph)
+    with torch.no_grad():
+        program = torch.export.export(conv, (graph, x))
+        torch.testing.assert_close(program.module()(graph, x), conv(graph, x), **TOL)
+
+
+def test_with_graph_needs_a_graph():
+    with pytest.raises(TypeError, match="binds a seastar.Graph"):
+        snn.WithGraph(snn.GCNConv(F_IN, 3), torch.zeros(2, 3))
 
 
 def test_compiled_code_needs_a_graph_and_says_so(small_graph):
