@@ -1,6 +1,6 @@
 """torch.compile against eager for the two-layer GCN and GAT of examples/train.py on Cora.
 
-    python benchmarks/bench_compile.py --out benchmarks/results/compile.json [--steps 30]
+    python benchmarks/bench_compile.py --out benchmarks/results/compile.json [--steps 30] [--warm-cache]
 
 Per model and mode (eager; ``torch.compile(model, fullgraph=True, dynamic=False)`` with the
 default inductor backend): the time of the first training step and of the first inference
@@ -19,10 +19,13 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+if "--warm-cache" not in sys.argv:  # compile times as a first run sees them: an empty inductor cache
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="seastar-bench-inductor-")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -103,11 +106,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "compile.json"))
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warm-cache", action="store_true",
+                    help="keep torch's inductor cache (default: a fresh one, so compile times are a first run's)")
     args = ap.parse_args()
     data = ss.datasets.load("cora")
     results = {"dataset": "cora", "num_nodes": data.graph.num_nodes, "num_edges": data.graph.num_edges,
                "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.machine(),
-               "steps": args.steps, "models": {}}
+               "steps": args.steps, "inductor_cache": "warm" if args.warm_cache else "empty",
+               "load_average": os.getloadavg(), "models": {}}
     for name, cls in (("gcn", GCN), ("gat", GAT)):
         eager = measure(cls, data, False, args.steps)
         compiled = measure(cls, data, True, args.steps)
