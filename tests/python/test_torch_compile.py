@@ -8,7 +8,8 @@ Compiled code is specialised to its graphs, so models compile with ``dynamic=Fal
 README). Most layers compile with the "aot_eager" backend (Dynamo, the fake implementations and
 AOTAutograd: everything that concerns Seastar's ops), one model with the default inductor.
 The graph is ``small_graph`` (isolated vertices, self loops, multi-edges, a hub, four relations,
-one of them empty). The compiled model is built once per layer and reused by the checks.
+one of them empty). The compiled model is built once per layer and reused by the checks. The ops themselves also
+pass ``torch.library.opcheck`` (fake implementations against the kernels, autograd).
 """
 from __future__ import annotations
 
@@ -243,3 +244,35 @@ def test_graph_identity_is_its_uid(small_graph):
     assert calls == [2]  # derived once per graph and arguments
     with pytest.raises(RuntimeError, match="does not hold"):
         torch_ops.graph_by_uid(-1)
+
+
+@pytest.mark.parametrize("program_name", ["weighted_sum", "gat"])
+def test_ops_pass_opcheck(small_graph, program_name):
+    """torch.library's own checks of the ops: schema, fake implementation against the real
+    kernels, autograd registration, AOT dispatch (dynamic shapes)."""
+    from seastar.nn.gat_conv import gat_program
+    from seastar.nn.gcn_conv import weighted_sum
+    graph = small_graph.graph
+    gen = torch.Generator().manual_seed(4)
+    n, e = graph.num_nodes, graph.num_edges
+    if program_name == "weighted_sum":
+        program = weighted_sum
+        tensors = {"h": torch.randn(n, 3, dtype=DT, generator=gen), "w": torch.randn(e, 1, dtype=DT, generator=gen)}
+    else:
+        program = gat_program(0.2, False, True, False)
+        tensors = {k: torch.randn(n, 2, c, dtype=DT, generator=gen) for k, c in (("h", 3), ("el", 1), ("er", 1))}
+    for t in tensors.values():
+        t.requires_grad_()
+    metas = tuple((k, tuple(t.shape), t.dtype, t.device, True) for k, t in sorted(tensors.items()))
+    sid, names, _ = torch_ops.program_signature(graph, program.uid, metas, "auto")
+    bound = [tensors[k] for k in names]
+    torch.library.opcheck(torch.ops.seastar.vertex_program.default, (sid, graph, bound))
+    outs = torch.ops.seastar.vertex_program(sid, graph, bound)
+    grads = [torch.randn_like(o) for o in outs]
+    torch.library.opcheck(torch.ops.seastar.vertex_program_backward.default, (sid, graph, bound, grads),
+                          test_utils=("test_schema", "test_faketensor"))
+    # the op's gradients are the eager program's
+    expected = torch.autograd.grad(program(graph, **tensors), bound, grads[0])
+    got = torch.autograd.grad(outs[0], bound, grads[0])
+    for k, a, b in zip(names, got, expected):
+        torch.testing.assert_close(a, b, **TOL, msg=k)
