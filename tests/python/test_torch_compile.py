@@ -80,14 +80,6 @@ class Counter:
         return aot_autograd(fw_compiler=nop, bw_compiler=nop)(gm, example_inputs)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def many_compiled_layers():
-    """Every layer's forward is the code of one decorator (float32_inside), and Dynamo counts its
-    recompilations per code: this module compiles more layers and graphs than the default 8."""
-    with torch._dynamo.config.patch(recompile_limit=64):
-        yield
-
-
 @pytest.fixture(scope="module")
 def compiled_layers():
     """name -> (compiled layer, eager copy, backend counter), built on first use."""
