@@ -1,6 +1,7 @@
 /** \file FusedFunction: the autograd face of FusedProgram; see autograd.h. */
 #include "kernels/autograd.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "core/util/errors.h"
@@ -22,6 +23,8 @@ struct FusedFunction : public torch::autograd::Function<FusedFunction> {
                                                 at::TensorList tensors) {
     std::map<std::string, torch::Tensor> named;
     for (size_t i = 0; i < tensors.size(); ++i) named[state->names[i]] = tensors[i];
+    // the profiler's name for these kernels (the same as the torch.library ops' in seastar/torch_ops.py)
+    RECORD_FUNCTION("seastar::" + state->program->lowered().name + ".forward", std::vector<c10::IValue>());
     auto outs = state->program->forward(state->graph, named);
     // only what the backward kernels read is kept alive until backward
     std::vector<torch::Tensor> keep;
@@ -45,6 +48,7 @@ struct FusedFunction : public torch::autograd::Function<FusedFunction> {
     auto tensors = ctx->get_saved_variables();
     std::map<std::string, torch::Tensor> named;
     for (size_t i = 0; i < tensors.size(); ++i) named[state->saved[i]] = tensors[i];
+    RECORD_FUNCTION("seastar::" + state->program->lowered().name + ".backward", std::vector<c10::IValue>());
     auto grads = state->program->backward(state->graph, named, grad_outputs);
     const auto& wrt = state->program->lowered().wrt;
     torch::autograd::variable_list result(1 + state->names.size());  // the state argument has no gradient

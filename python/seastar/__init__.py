@@ -29,6 +29,7 @@ from .graph import Graph
 from .ops import (abs, clamp, dot, elu, exp, leaky_relu, log, max, maximum, mean, min, minimum, pow, relu,
                   rsqrt, sigmoid, softmax, sqrt, sum, tanh)
 from .program import VertexProgram, vertex_program
+from . import torch_ops  # registers the ops and opaque types torch.compile and export need
 from . import datasets, distributed, loader, nn, progress, reference
 
 _logging.getLogger("seastar").addHandler(_logging.NullHandler())

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import logging
 import time
+import weakref
 from typing import Dict, List, Tuple
 
 import torch
@@ -25,6 +27,14 @@ BACKENDS = ("auto", "fused", "reference")
 
 
 DST_SUFFIX = "@dst"  # a vertex input read at sources and destinations: its first num_dst rows
+
+# uid -> program: how compiled code (torch_ops) names a program with a constant
+PROGRAMS: "weakref.WeakValueDictionary[int, VertexProgram]" = weakref.WeakValueDictionary()
+_program_uids = itertools.count()
+
+JIT_TRACE_MESSAGE = ("torch.jit.trace cannot record Seastar's kernels (it would record only the outputs' "
+                     "allocation and replay garbage); use torch.compile or torch.export instead, which record "
+                     "them as the ops seastar::vertex_program / seastar::vertex_program_backward")
 
 
 class Compiled:
@@ -77,6 +87,8 @@ class VertexProgram:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.backend = backend
         self._cache: Dict[Tuple, Compiled] = {}
+        self.uid = next(_program_uids)
+        PROGRAMS[self.uid] = self
 
     # -- tracing -----------------------------------------------------------------------------
     def trace(self, graph: Graph, **tensors) -> "_C.Module":
@@ -139,6 +151,11 @@ class VertexProgram:
         for k, t in tensors.items():
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"'{k}' must be a torch.Tensor, got {type(t).__name__}")
+        if torch.compiler.is_compiling():  # torch.compile / torch.export: record the op
+            from . import torch_ops
+            return torch_ops.call_program(self, graph, backend or self.backend, tensors)
+        if torch.jit.is_tracing():
+            raise RuntimeError(f"{self.name}: {JIT_TRACE_MESSAGE}")
         compiled = self._compiled(graph, tensors)
         _check_inputs(self.name, compiled.lowered, graph, tensors)
         backend = backend or self.backend
@@ -150,6 +167,23 @@ class VertexProgram:
         else:
             outs = _ReferenceFunction.apply(compiled, graph, *compiled.bind(graph, tensors))
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def program_factory(fn):
+    """Decorates a function of constants (a slope, flags) that builds a VertexProgram: one program
+    per arguments, kept. torch.compile reads a kept program like any attribute, but cannot build
+    one: a layer builds the programs it may use in its constructor."""
+    built: Dict[Tuple, VertexProgram] = {}
+
+    def get(*args):
+        prog = built.get(args)
+        if prog is None:
+            prog = built[args] = fn(*args)
+        return prog
+
+    functools.update_wrapper(get, fn)
+    get.built = built
+    return get
 
 
 def vertex_program(fn=None, *, name: str | None = None, backend: str = "auto"):

@@ -62,6 +62,16 @@ void bind_runtime(py::module_& m) {
         auto st = torch::python::detail::py_object_to_dtype(dtype);
         return p.cuda_program(direction, st, index == "int64" ? torch::kLong : torch::kInt).source;
       }, py::arg("direction"), py::arg("dtype"), py::arg("index_dtype") = "int32")
+      // one direction without autograd: what the torch.library ops seastar::vertex_program and
+      // seastar::vertex_program_backward run (torch.compile and export record those ops instead of
+      // the autograd function of fused_apply)
+      .def("run_forward", [](FusedProgram& p, const Graph& g, const std::map<std::string, torch::Tensor>& inputs) {
+        return p.forward(g, inputs);
+      }, py::arg("graph"), py::arg("inputs"), "The forward outputs; no autograd history.")
+      .def("run_backward", [](FusedProgram& p, const Graph& g, const std::map<std::string, torch::Tensor>& inputs,
+                              const std::vector<torch::Tensor>& grad_outputs) {
+        return p.backward(g, inputs, grad_outputs);
+      }, py::arg("graph"), py::arg("inputs"), py::arg("grad_outputs"), "The gradients of lowered.wrt, in that order.")
       .def("cuda_launches", &cuda_launches, py::arg("direction"), py::arg("dtype"), py::arg("index_dtype") = "int32")
       .def_static("cuda_grid", &cuda_grid, py::arg("launch"), py::arg("num_nodes"), py::arg("num_edges"),
                   "Blocks a launch (a dict of cuda_launches) takes for a graph of that size (no device cap).");

@@ -14,6 +14,8 @@ objects, bipartite ``(x_src, x_dst)`` pairs, ``size``, edge weights and features
 constructor options and parameter names (state dicts load both ways); see the README's "Coming
 from PyG" and ``_inputs.py``.
 """
+import torch
+
 from .appnp import APPNP
 from .gat_conv import GATConv
 from .gcn_conv import GCNConv
@@ -24,8 +26,40 @@ from .rgcn_conv import RGCNConv
 from .hgt_conv import HGTConv
 from .hetero_conv import HeteroConv
 
+LAYERS = (GCNConv, GATConv, SAGEConv, GINConv, APPNP, RGCNConv, HGTConv, HeteroConv)
+
+SCRIPT_MESSAGE = ("torch.jit.script cannot compile seastar.nn layers (their graph work is Python that traces "
+                  "vertex programs); use torch.compile, or torch.export for a deployable program")
+
+
+def _refuse_script(self):
+    raise RuntimeError(f"{type(self).__name__}: {SCRIPT_MESSAGE}")
+
+
+for _layer in LAYERS:  # torch.jit.script calls this on every submodule before compiling any
+    _layer.__prepare_scriptable__ = _refuse_script
+
 __all__ = ["GCNConv", "GATConv", "SAGEConv", "GINConv", "APPNP", "edge_softmax", "set_backend",
-           "RGCNConv", "HGTConv", "HeteroConv", "inference"]
+           "RGCNConv", "HGTConv", "HeteroConv", "inference", "WithGraph"]
+
+
+class WithGraph(torch.nn.Module):
+    """``model`` with ``graph`` bound: ``WithGraph(model, graph)(*args) == model(graph, *args)``.
+
+    What to hand ``torch.export``: compiled and exported code is specialised to its graph (a
+    constant of the program), so an exported program that took the graph as an argument would
+    ignore another graph passed in its place; with the graph bound, the program takes only
+    tensors and cannot be called with the wrong graph."""
+
+    def __init__(self, model: torch.nn.Module, graph):
+        super().__init__()
+        from ..graph import Graph
+        if not isinstance(graph, Graph):
+            raise TypeError(f"WithGraph binds a seastar.Graph, got {type(graph).__name__}")
+        self.model, self.graph = model, graph
+
+    def forward(self, *args, **kwargs):
+        return self.model(self.graph, *args, **kwargs)
 
 
 def inference(layers, graph, x, batch_size: int = 4096, between=None):
@@ -38,6 +72,6 @@ def inference(layers, graph, x, batch_size: int = 4096, between=None):
 def set_backend(module, backend):
     """Sets ``backend`` ("auto", "fused", "reference" or None) on every seastar layer in ``module``."""
     for m in module.modules():
-        if isinstance(m, (GCNConv, GATConv, SAGEConv, GINConv, APPNP, RGCNConv, HGTConv)):
+        if isinstance(m, LAYERS) and not isinstance(m, HeteroConv):
             m.backend = backend
     return module

@@ -22,13 +22,13 @@ vertex rather than once per edge, with no per-edge weight array at all.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple, Union
+from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 
-from ._loops import loop_values, with_loops
+from ._loops import loop_graph, loop_values, with_loops
 from ._structure import Structure, is_sparse_tensor_like
-from ._utils import GraphCache, graph_uid
+from ._utils import GraphCache, graph_uid, per_graph
 
 
 def _as_column(w: torch.Tensor, num_edges: int, layer: str) -> torch.Tensor:
@@ -51,19 +51,16 @@ def edge_weights(s: Structure, edge_weight: Optional[torch.Tensor], layer: str) 
     return None
 
 
-class VertexNorm:
-    """The weights ``w'_e = dinv[src] * dinv[dst]`` of an unweighted graph, kept per vertex."""
+class VertexNorm(NamedTuple):
+    """The weights ``w'_e = dinv[src] * dinv[dst]`` of an unweighted graph, kept per vertex (a
+    named tuple of tensors, so torch.compile hands it to compiled code like a Structure)."""
 
-    def __init__(self, dinv: torch.Tensor, edge_index: torch.Tensor):
-        self.dinv = dinv  # [N, 1]
-        self._edge_index = edge_index
-
-    def to(self, device=None, dtype=None) -> "VertexNorm":
-        return VertexNorm(self.dinv.to(device=device, dtype=dtype), self._edge_index)
+    dinv: torch.Tensor  # [N, 1]
+    edge_index: torch.Tensor  # [2, E'], the structure it normalises
 
     def edge_values(self) -> torch.Tensor:
-        """The per-edge weights [E, 1] (for what needs them per edge, e.g. edge dropout)."""
-        src, dst = self._edge_index.to(self.dinv.device)
+        """The per-edge weights [E', 1] (for what needs them per edge, e.g. edge dropout)."""
+        src, dst = self.edge_index.to(self.dinv.device)
         return self.dinv[src] * self.dinv[dst]
 
 
@@ -87,14 +84,10 @@ def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor
     when the graph has no edge weights."""
     w = edge_weights(s, edge_weight, layer)
     fill = 2.0 if improved else 1.0
-    if w is None and s.layout is None:  # depends on the graph alone: once per graph
-        def make64():
-            st = with_loops(cache, s, s.num_dst).structure if add_self_loops else s
-            ones = torch.ones(st.num_edges, dtype=torch.float64)
-            return st, VertexNorm(inverse_sqrt_degree(st, ones).unsqueeze(-1), st.edge_index)
-        key = ("gcn_vertex_norm", graph_uid(s.graph), add_self_loops)
-        st, n64 = cache.get(key, make64)
-        return st, cache.get(key + (str(device), dtype), lambda: n64.to(device=device, dtype=dtype))
+    if w is None and s.layout is None:  # depends on the graph alone: once per graph, device and dtype
+        key = ("gcn_vertex_norm", graph_uid(s.graph), s.num_src, s.num_dst, add_self_loops, str(device), dtype)
+        return per_graph(cache, key, s.graph, _unweighted_norm, s.num_src, s.num_dst, add_self_loops,
+                         str(device), dtype)
     if w is None:
         w = torch.ones(s.num_edges, dtype=dtype, device=device)
     w = w.to(dtype=dtype, device=device)
@@ -105,6 +98,15 @@ def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor
         st = lg.structure
         w = loop_values(lg, w, fill, mode)
     return st, normalise(st, w).unsqueeze(-1)
+
+
+def _unweighted_norm(graph, num_src: int, num_dst: int, add_self_loops: bool, device: str,
+                     dtype: torch.dtype) -> Tuple[Structure, VertexNorm]:
+    """The propagated structure and its per-vertex factors without edge weights (computed in float64)."""
+    s = Structure(graph, num_src, num_dst, graph.edge_index.long())
+    st = loop_graph(graph, num_src, num_dst, num_dst, None).structure if add_self_loops else s
+    dinv64 = inverse_sqrt_degree(st, torch.ones(st.num_edges, dtype=torch.float64)).unsqueeze(-1)
+    return st, VertexNorm(dinv64.to(device=device, dtype=dtype), st.edge_index)
 
 
 def cached_normalisation(layer, edge_index, make):

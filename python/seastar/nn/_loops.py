@@ -22,7 +22,7 @@ from typing import NamedTuple, Union
 import torch
 
 from ._structure import Structure, make_graph
-from ._utils import GraphCache, graph_uid
+from ._utils import GraphCache, graph_uid, per_graph
 
 REDUCTIONS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "amax", "min": "amin", "mul": "prod"}
 
@@ -42,19 +42,20 @@ class LoopGraph(NamedTuple):
 def with_loops(cache: GraphCache, s: Structure, num_loops: int = None) -> LoopGraph:
     if num_loops is None:
         num_loops = min(s.num_src, s.num_dst)
+    return per_graph(cache, ("with_loops", graph_uid(s.graph), num_loops), s.graph, loop_graph, s.num_src,
+                     s.num_dst, num_loops, s.layout)
 
-    def make():
-        ei = s.edge_index
-        is_loop = ei[0] == ei[1]
-        kept = torch.nonzero(~is_loop).flatten()
-        loop_edges = torch.nonzero(is_loop & (ei[0] < num_loops)).flatten()
-        loop_vertex = ei[0, loop_edges]
-        loops = torch.arange(num_loops, dtype=torch.int64)
-        new_ei = torch.cat([ei[:, kept], torch.stack([loops, loops])], 1).contiguous()
-        st = Structure(make_graph(new_ei, s.num_src, s.num_dst), s.num_src, s.num_dst, new_ei, None, s.layout)
-        return LoopGraph(st, kept, loop_edges, loop_vertex, num_loops)
 
-    return cache.get(("with_loops", graph_uid(s.graph), num_loops), make)
+def loop_graph(graph, num_src: int, num_dst: int, num_loops: int, layout) -> LoopGraph:
+    ei = graph.edge_index.long()  # the structure's edges: its graph was built from them
+    is_loop = ei[0] == ei[1]
+    kept = torch.nonzero(~is_loop).flatten()
+    loop_edges = torch.nonzero(is_loop & (ei[0] < num_loops)).flatten()
+    loop_vertex = ei[0, loop_edges]
+    loops = torch.arange(num_loops, dtype=torch.int64)
+    new_ei = torch.cat([ei[:, kept], torch.stack([loops, loops])], 1).contiguous()
+    st = Structure(make_graph(new_ei, num_src, num_dst), num_src, num_dst, new_ei, None, layout)
+    return LoopGraph(st, kept, loop_edges, loop_vertex, num_loops)
 
 
 def fill_values(fill: Union[float, torch.Tensor, str, None], like: torch.Tensor, index: torch.Tensor,

@@ -77,4 +77,10 @@ def float32_inside(forward):
         if out_dtype in LOW:
             out = _cast(out, out_dtype, (torch.float32,))
         return out
+    # a code object of its own per layer: torch.compile counts recompilations per code object, and
+    # one shared wrapper would make every layer class count against one limit
+    names = {"co_name": forward.__name__}
+    if hasattr(wrapper.__code__, "co_qualname"):  # Python >= 3.11
+        names["co_qualname"] = forward.__qualname__
+    wrapper.__code__ = wrapper.__code__.replace(**names)
     return wrapper

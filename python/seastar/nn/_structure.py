@@ -22,12 +22,16 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from ..graph import Graph
+from ..graph import Graph, tensor_of
 from ._tensor_cache import GRAPHS
 
 log = logging.getLogger("seastar")
 
 FLOWS = ("source_to_target", "target_to_source")
+
+COMPILED_STRUCTURE = ("inside torch.compile / torch.export the graph must be a seastar.Graph built outside the "
+                      "compiled code (seastar.Graph.from_edge_index(edge_index, num_nodes)) and passed in; an "
+                      "edge_index tensor or sparse adjacency would be turned into a graph on every call")
 
 
 def core_has_bipartite() -> bool:
@@ -126,7 +130,9 @@ def is_torch_sparse(t) -> bool:
 
 def is_sparse_tensor_like(t) -> bool:
     """A ``torch_sparse.SparseTensor`` (duck-typed: ``.storage``, ``.coo()``, ``.sparse_sizes()``)."""
-    return not isinstance(t, torch.Tensor) and all(hasattr(t, a) for a in ("coo", "sparse_sizes", "storage"))
+    if isinstance(t, Graph) or isinstance(t, torch.Tensor):  # a graph is opaque to torch.compile: no hasattr
+        return False
+    return all(hasattr(t, a) for a in ("coo", "sparse_sizes", "storage"))
 
 
 def _sparse_edges(adj_t):
@@ -180,7 +186,7 @@ def from_graph(graph: Graph) -> Structure:
         ns, nd = int(graph.num_src), int(graph.num_dst)
     else:
         ns = nd = graph.num_nodes
-    return Structure(graph, ns, nd, graph.edge_index.long())
+    return Structure(graph, ns, nd, tensor_of(graph, "edge_index").long())
 
 
 def structure(layer: str, edge_index, num_src: Optional[int], num_dst: Optional[int],
@@ -189,6 +195,8 @@ def structure(layer: str, edge_index, num_src: Optional[int], num_dst: Optional[
     ``size``) and are checked against a sparse adjacency's or a graph's own sizes."""
     if flow not in FLOWS:
         raise ValueError(f"{layer}: flow must be one of {FLOWS}, got {flow!r}")
+    if torch.compiler.is_compiling() and not isinstance(edge_index, Graph):
+        raise TypeError(f"{layer}: {COMPILED_STRUCTURE}")
     if isinstance(edge_index, Graph):
         s = from_graph(edge_index)
     elif is_torch_sparse(edge_index) or is_sparse_tensor_like(edge_index):

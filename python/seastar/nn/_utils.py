@@ -80,6 +80,17 @@ class GraphCache:
         self._d = OrderedDict()
 
 
+def per_graph(cache: GraphCache, key, graph: Graph, fn: Callable[..., Any], *args):
+    """``fn(graph, *args)``, a value derived from the graph alone (``args``: constants), kept in
+    the layer's ``cache`` under ``key``. Inside torch.compile / torch.export the graph keeps it
+    instead (``torch_ops.derived``): ``fn`` runs at trace time and its tensors become constants
+    of the compiled code."""
+    if torch.compiler.is_compiling():
+        from ..torch_ops import derived
+        return derived(graph, fn, *args)
+    return cache.get(key, lambda: fn(graph, *args))
+
+
 def dropout_mask(shape, p: float, like: torch.Tensor) -> torch.Tensor:
     """Inverted-dropout mask: Bernoulli(1 - p) / (1 - p), in ``like``'s dtype and device.
 

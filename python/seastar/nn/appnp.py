@@ -1,14 +1,13 @@
 """APPNP: personalised-PageRank propagation (Klicpera et al., ICLR 2019)."""
 from __future__ import annotations
 
-import functools
 from typing import Optional
 
 import torch
 from torch import nn
 
 from .. import ops as ss
-from ..program import VertexProgram, vertex_program
+from ..program import VertexProgram, program_factory, vertex_program
 from ._gcn_norm import VertexNorm, cached_normalisation, edge_weights, gcn_norm
 from ._inputs import Batch, normalise_call, resolve, split_features
 from ._precision import float32_inside
@@ -16,7 +15,7 @@ from ._structure import FLOWS
 from ._utils import GraphCache, dropout_mask
 
 
-@functools.lru_cache(maxsize=None)
+@program_factory
 def appnp_step(alpha: float) -> VertexProgram:
     """One step ``(1 - alpha) * sum_e w_e h_src + alpha * h0``; alpha is a traced constant, so
     each alpha gets its own (shared) program."""
@@ -26,7 +25,7 @@ def appnp_step(alpha: float) -> VertexProgram:
     return step
 
 
-@functools.lru_cache(maxsize=None)
+@program_factory
 def appnp_symmetric_step(alpha: float) -> VertexProgram:
     """``appnp_step`` with ``w_e = d_src * d_dst`` (no edge weights): the compiler applies
     each degree factor once per vertex."""
@@ -72,6 +71,8 @@ class APPNP(nn.Module):
         self.K, self.alpha, self.dropout = int(K), float(alpha), float(dropout)
         self.cached, self.add_self_loops, self.normalize, self.flow = bool(cached), add_self_loops, normalize, flow
         self.backend = backend
+        appnp_step(self.alpha)  # built here: torch.compile cannot build them
+        appnp_symmetric_step(self.alpha)
         self._graph_cache = GraphCache(16)
         self._cached_edge_index = None
         self._cached_adj_t = None

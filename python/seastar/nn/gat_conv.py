@@ -1,7 +1,8 @@
 """GATConv: graph attention (Velickovic et al., ICLR 2018) as one vertex program."""
 from __future__ import annotations
 
-import functools
+import itertools
+
 import logging
 from typing import Optional, Union
 
@@ -10,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import ops as ss
-from ..program import VertexProgram, vertex_program
+from ..program import VertexProgram, program_factory, vertex_program
 from ._inputs import normalise_call, resolve, split_features
 from ._linear import Linear
 from ._loops import loop_values, with_loops
@@ -22,7 +23,7 @@ from .softmax import edge_softmax
 log = logging.getLogger("seastar")
 
 
-@functools.lru_cache(maxsize=None)
+@program_factory
 def gat_program(negative_slope: float, attention_dropout: bool, has_dst: bool = True,
                 has_edge: bool = False) -> VertexProgram:
     """The GAT aggregation for one slope. Scores are ``el[src] (+ er[dst]) (+ ea[e])``; with
@@ -142,6 +143,8 @@ class GATConv(nn.Module):
             self.register_parameter("bias", None)
         self._graph_cache = GraphCache(8)
         self._warned_edge_attr = False
+        for variant in itertools.product((False, True), repeat=3):  # built here: torch.compile cannot build them
+            gat_program(self.negative_slope, *variant)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

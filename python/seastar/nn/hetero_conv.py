@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from ..graph import Graph
-from ._utils import GraphCache, check_graph, graph_uid
+from ._utils import GraphCache, check_graph, graph_uid, per_graph
 from .hetero_dict import DICT_AGGRS, check_self_loops, dict_forward, internal_key, is_edge_type
 
 AGGRS = ("sum", "mean", "max", "min", "cat")
@@ -16,14 +16,17 @@ AGGRS = ("sum", "mean", "max", "min", "cat")
 def relation_subgraph(cache: GraphCache, graph: Graph, relation: int) -> Graph:
     """The edges of one relation over all of ``graph``'s vertices (node types kept, no edge types),
     built once per (graph, relation) and cached."""
-    def make():
-        t = graph.edge_type.long()
-        keep = torch.nonzero(t == relation).flatten()
-        typed = {}
-        if graph.has_node_types:
-            typed = dict(node_type=graph.node_type, num_node_types=graph.num_node_types)
-        return Graph.from_edge_index(graph.edge_index.long()[:, keep], num_nodes=graph.num_nodes, **typed)
-    return cache.get(("relation_subgraph", graph_uid(graph), int(relation)), make)
+    return per_graph(cache, ("relation_subgraph", graph_uid(graph), int(relation)), graph, _relation_subgraph,
+                     int(relation))
+
+
+def _relation_subgraph(graph: Graph, relation: int) -> Graph:
+    t = graph.edge_type.long()
+    keep = torch.nonzero(t == relation).flatten()
+    typed = {}
+    if graph.has_node_types:
+        typed = dict(node_type=graph.node_type, num_node_types=graph.num_node_types)
+    return Graph.from_edge_index(graph.edge_index.long()[:, keep], num_nodes=graph.num_nodes, **typed)
 
 
 class HeteroConv(nn.Module):

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import ops as ss
-from ..graph import Graph
+from ..graph import Graph, tensor_of
 from ..program import vertex_program
 from ._precision import float32_inside
 from ._utils import GraphCache, check_graph, dense, glorot, zeros
@@ -174,7 +174,7 @@ class HGTConv(nn.Module):
         edge_index_dict) -> out_dict`` (or ``forward(hetero_data)``)."""
         if self.metadata_mode:
             return dict_forward(self, *dict_inputs(x, edge_index))
-        if isinstance(x, dict) or hasattr(x, "x_dict"):
+        if not isinstance(x, Graph) and (isinstance(x, dict) or hasattr(x, "x_dict")):  # no hasattr on a graph
             raise TypeError("HGTConv: x_dict / edge_index_dict inputs need a layer built with PyG's metadata, "
                             "HGTConv(in_channels, out_channels, metadata, heads)")
         graph, x = x, edge_index
@@ -194,7 +194,9 @@ class HGTConv(nn.Module):
             k_rel, v_rel, p_rel = k_rel.detach(), v_rel.detach(), p_rel.detach()
         mu = p_rel / math.sqrt(d)  # [R, H]
         if self.choose_mode(graph) == "per_edge":
-            S, ST = _head_maps(H, d, x.dtype, str(x.device))
+            # torch.compile traces the function (the constants enter the compiled code), not its cache
+            head_maps = _head_maps.__wrapped__ if torch.compiler.is_compiling() else _head_maps
+            S, ST = head_maps(H, d, x.dtype, str(x.device))
             agg = hgt_typed(graph, backend=self.backend, k=k, q=q, val=val, Watt=block_diagonal(k_rel),
                             Wmsg=block_diagonal(v_rel), mu=mu, S=S, ST=ST)
         else:
@@ -209,8 +211,10 @@ class HGTConv(nn.Module):
             agg = hgt_pairs(pairs.graph, backend=self.backend, k=kp, q=qp, val=vp)[:n]
         out = typed_linear(F.gelu(agg.reshape(n, C)), groups, self.a_weight, self.a_bias)
         if self.in_channels == self.out_channels:
-            nt = graph.node_type.long().to(x.device) if graph.has_node_types else torch.zeros(n, dtype=torch.long,
-                                                                                              device=x.device)
+            if graph.has_node_types:
+                nt = tensor_of(graph, "node_type").long().to(x.device)
+            else:
+                nt = torch.zeros(n, dtype=torch.long, device=x.device)
             beta = torch.sigmoid(self.skip)[nt].unsqueeze(-1)
             out = beta * out + (1.0 - beta) * x
         return out

@@ -13,12 +13,12 @@ import torch
 from torch import nn
 
 from .. import ops as ss
-from ..graph import Graph
+from ..graph import Graph, tensor_of
 from ..program import vertex_program
 from ._precision import float32_inside
 from ._structure import pad_rows
 from ._typed_inputs import typed_call
-from ._utils import GraphCache, dense, glorot, graph_uid, zeros
+from ._utils import GraphCache, dense, glorot, graph_uid, per_graph, zeros
 from .gcn_conv import neighbour_sum, weighted_sum
 from .rgcn_runs import build_run_plan, count_runs, device_plan, per_run_conv
 
@@ -73,7 +73,7 @@ def edge_types(graph: Graph, num_relations: int, layer: str) -> torch.Tensor:
     if graph.num_edge_types != num_relations:
         raise ValueError(f"{layer}: the graph has {graph.num_edge_types} edge types but the layer has "
                          f"{num_relations} relations")
-    return graph.edge_type.long()
+    return tensor_of(graph, "edge_type").long()
 
 
 def csc_ordered(cache: GraphCache, graph: Graph, num_relations: int, layer: str = "RGCNConv") -> Graph:
@@ -85,34 +85,35 @@ def csc_ordered(cache: GraphCache, graph: Graph, num_relations: int, layer: str 
     map, which is what bounds a kernel with little arithmetic per edge. Layers bind their own
     per-edge tensors (``norm``), computed on this graph, so nothing the user passed is permuted.
     """
-    def make():
-        if not graph.has_edge_types:
-            return graph
-        t = edge_types(graph, num_relations, layer)
-        ei = graph.edge_index.long()
-        perm = torch.argsort(ei[1] * num_relations + t, stable=True)
-        nt = graph.node_type if graph.has_node_types else None
-        return Graph.from_edge_index(ei[:, perm], num_nodes=graph.num_nodes, edge_type=t[perm],
-                                     num_edge_types=graph.num_edge_types, node_type=nt,
-                                     num_node_types=graph.num_node_types if nt is not None else None)
-    return cache.get(("csc_ordered", graph_uid(graph)), make)
+    return per_graph(cache, ("csc_ordered", graph_uid(graph)), graph, _csc_ordered, num_relations, layer)
+
+
+def _csc_ordered(graph: Graph, num_relations: int, layer: str) -> Graph:
+    if not graph.has_edge_types:
+        return graph
+    t = edge_types(graph, num_relations, layer)
+    ei = graph.edge_index.long()
+    perm = torch.argsort(ei[1] * num_relations + t, stable=True)
+    nt = graph.node_type if graph.has_node_types else None
+    return Graph.from_edge_index(ei[:, perm], num_nodes=graph.num_nodes, edge_type=t[perm],
+                                 num_edge_types=graph.num_edge_types, node_type=nt,
+                                 num_node_types=graph.num_node_types if nt is not None else None)
 
 
 def relation_norm(cache: GraphCache, graph: Graph, num_relations: int, device, dtype,
                   layer: str = "RGCNConv") -> torch.Tensor:
     """``norm[e] = 1 / |N_r(i)|`` [E, 1]: one over the number of in-edges of ``e``'s destination
     ``i`` with ``e``'s relation ``r`` (multi-edges count, as in PyG), cached per graph."""
-    uid = graph_uid(graph)
+    return per_graph(cache, ("relation_norm", graph_uid(graph), str(device), dtype), graph, _relation_norm,
+                     num_relations, str(device), dtype, layer)
 
-    def make64():
-        t = edge_types(graph, num_relations, layer)
-        dst = graph.edge_index[1].long()
-        key = dst * num_relations + t
-        count = torch.bincount(key, minlength=graph.num_nodes * num_relations)
-        return (1.0 / count[key].to(torch.float64)).unsqueeze(-1)
 
-    w64 = cache.get(("relation_norm", uid), make64)
-    return cache.get(("relation_norm", uid, str(device), dtype), lambda: w64.to(device=device, dtype=dtype))
+def _relation_norm(graph: Graph, num_relations: int, device: str, dtype, layer: str) -> torch.Tensor:
+    t = edge_types(graph, num_relations, layer)
+    dst = graph.edge_index[1].long()
+    key = dst * num_relations + t
+    count = torch.bincount(key, minlength=graph.num_nodes * num_relations)
+    return (1.0 / count[key].to(torch.float64)).unsqueeze(-1).to(device=device, dtype=dtype)
 
 
 class RelationPairs(NamedTuple):
@@ -135,18 +136,20 @@ class RelationPairs(NamedTuple):
 
 
 def relation_pairs(cache: GraphCache, graph: Graph, num_relations: int, layer: str = "RGCNConv") -> RelationPairs:
-    def make():
-        n = graph.num_nodes
-        if not graph.has_edge_types:  # one relation: every vertex is its own pair
-            return RelationPairs(graph, None, [n], n, graph.num_edges)
-        t = edge_types(graph, num_relations, layer)
-        src, dst = graph.edge_index.long()
-        pairs, pair_of_edge = torch.unique(t * n + src, return_inverse=True)  # sorted: grouped by relation
-        counts = torch.bincount(pairs // n, minlength=num_relations).tolist()
-        p = pairs.numel()
-        g = Graph.from_edge_index(torch.stack([pair_of_edge, dst]), num_nodes=max(n, p))
-        return RelationPairs(g, pairs % n, counts, p, graph.num_edges)
-    return cache.get(("relation_pairs", graph_uid(graph)), make)
+    return per_graph(cache, ("relation_pairs", graph_uid(graph)), graph, _relation_pairs, num_relations, layer)
+
+
+def _relation_pairs(graph: Graph, num_relations: int, layer: str) -> RelationPairs:
+    n = graph.num_nodes
+    if not graph.has_edge_types:  # one relation: every vertex is its own pair
+        return RelationPairs(graph, None, [n], n, graph.num_edges)
+    t = edge_types(graph, num_relations, layer)
+    src, dst = graph.edge_index.long()
+    pairs, pair_of_edge = torch.unique(t * n + src, return_inverse=True)  # sorted: grouped by relation
+    counts = torch.bincount(pairs // n, minlength=num_relations).tolist()
+    p = pairs.numel()
+    g = Graph.from_edge_index(torch.stack([pair_of_edge, dst]), num_nodes=max(n, p))
+    return RelationPairs(g, pairs % n, counts, p, graph.num_edges)
 
 
 def per_relation(x: torch.Tensor, pairs: RelationPairs, fn: Callable[[torch.Tensor, int], torch.Tensor],
@@ -181,22 +184,24 @@ class NodeTypeGroups(NamedTuple):
 
 
 def node_type_groups(cache: GraphCache, graph: Graph, num_node_types: int, layer: str) -> NodeTypeGroups:
-    def make():
-        n = graph.num_nodes
-        if not graph.has_node_types:
-            return NodeTypeGroups(None, None, [n] + [0] * (num_node_types - 1))
-        if graph.num_node_types != num_node_types:
-            raise ValueError(f"{layer}: the graph has {graph.num_node_types} node types but the layer has "
-                             f"{num_node_types}")
-        t = graph.node_type.long()
-        perm = torch.argsort(t, stable=True)
-        inv = torch.empty_like(perm)
-        inv[perm] = torch.arange(n)
-        counts = torch.bincount(t, minlength=num_node_types).tolist()
-        if max(counts) == n:  # a single type in use: no permutation needed
-            return NodeTypeGroups(None, None, counts)
-        return NodeTypeGroups(perm, inv, counts)
-    return cache.get(("node_type_groups", graph_uid(graph)), make)
+    return per_graph(cache, ("node_type_groups", graph_uid(graph)), graph, _node_type_groups, num_node_types, layer)
+
+
+def _node_type_groups(graph: Graph, num_node_types: int, layer: str) -> NodeTypeGroups:
+    n = graph.num_nodes
+    if not graph.has_node_types:
+        return NodeTypeGroups(None, None, [n] + [0] * (num_node_types - 1))
+    if graph.num_node_types != num_node_types:
+        raise ValueError(f"{layer}: the graph has {graph.num_node_types} node types but the layer has "
+                         f"{num_node_types}")
+    t = graph.node_type.long()
+    perm = torch.argsort(t, stable=True)
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(n)
+    counts = torch.bincount(t, minlength=num_node_types).tolist()
+    if max(counts) == n:  # a single type in use: no permutation needed
+        return NodeTypeGroups(None, None, counts)
+    return NodeTypeGroups(perm, inv, counts)
 
 
 def typed_linear(x: torch.Tensor, groups: NodeTypeGroups, weight: torch.Tensor,
@@ -215,6 +220,16 @@ def typed_linear(x: torch.Tensor, groups: NodeTypeGroups, weight: torch.Tensor,
         o = c @ weight[t]
         outs.append(o if bias is None else o + bias[t])
     return torch.cat(outs).index_select(0, groups.inv.to(x.device))
+
+
+def _num_runs(graph: Graph, num_relations: int) -> int:
+    src, dst = graph.edge_index.long()
+    return count_runs(dst, edge_types(graph, num_relations, "RGCNConv"), graph.num_nodes)
+
+
+COMPILED_PER_RUN = ("RGCNConv: mode='per_run' does not run inside torch.compile / torch.export (its autograd over "
+                    "run chunks is hand-written); use mode='auto' (which then picks among the other paths), "
+                    "'per_pair', 'per_edge' or 'per_basis'")
 
 
 # ---- the layer -------------------------------------------------------------------------------------
@@ -383,19 +398,20 @@ class RGCNConv(nn.Module):
         ``per_pair``: its pairs are its vertices, so that is one dense transform and one sum."""
         if not graph.has_edge_types:
             return "per_pair"
+        if torch.compiler.is_compiling() and self.mode == "per_run":
+            raise NotImplementedError(COMPILED_PER_RUN)
         if self.mode != "auto":
             return self.mode
         costs = self.mode_costs(graph, x_grad)
+        if torch.compiler.is_compiling():
+            del costs["per_run"]  # its hand-written autograd over run chunks is not traceable
         # per_pair holds P*(in + out) floats from forward to backward, the others O(N*F): it must
         # win by PAIR_MARGIN to be chosen
         costs["per_pair"] = int(costs["per_pair"] * PAIR_MARGIN)
         return min(costs, key=costs.get)
 
     def _num_runs(self, graph: Graph) -> int:
-        def make():
-            src, dst = graph.edge_index.long()
-            return count_runs(dst, edge_types(graph, self.num_relations, "RGCNConv"), graph.num_nodes)
-        return self._graph_cache.get(("num_runs", graph_uid(graph)), make)
+        return per_graph(self._graph_cache, ("num_runs", graph_uid(graph)), graph, _num_runs, self.num_relations)
 
     def _run_plans(self, graph: Graph, norm: Optional[torch.Tensor], device):
         """The forward (destination, relation) run plan with its per-chunk tensors on ``device``, and
