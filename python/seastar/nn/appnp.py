@@ -52,10 +52,12 @@ class APPNP(nn.Module):
     ``prop(x, adj_t)``, ``prop(data)``; ``x`` [N, F] or [B, N, F] (one graph, a batch of signals).
 
     Memory per forward + backward (floats; N vertices, E' = edges with self loops, F channels,
-    K steps): fused backend ``(K + 1)*N*F`` (every step's output is kept for backward) + the same
-    for gradients, plus ``E'`` edge weights (``N`` degree factors without edge weights; and
-    ``K*E'`` dropout masks when training with ``dropout > 0``): O(K*N*F + E'), no O(E*F) tensor. The reference backend materialises the
-    messages of each step, O(K*E'*F).
+    K steps): a step is linear in h, so its backward kernels read no step's output and autograd
+    keeps none of them: the fused backend keeps ``N*F`` (x) and ``N`` degree factors (``E'`` edge
+    weights with edge weights or edge dropout, and ``K*E'`` dropout masks when training with
+    ``dropout > 0``), plus one step's temporaries at a time: O(N*F + E'), independent of K, no
+    O(E*F) tensor. The reference backend keeps each step's inputs and materialises its messages,
+    O(K*(N*F + E'*F)).
     """
 
     def __init__(self, K: int, alpha: float, dropout: float = 0.0, cached: bool = False,

@@ -72,9 +72,10 @@ class GCNConv(nn.Module):
     ``lin.weight``, ``bias``.
 
     Memory per forward + backward (floats; N vertices, E' = edges with self loops,
-    F_in -> F_out): fused backend ``N*F_in`` (x) + ``N*F_out`` (x W) + ``N*F_out`` (output) + the
-    same for gradients, plus ``E'`` edge weights (``N`` degree factors without edge weights):
-    O(N*(F_in + F_out) + E'), no O(E*F) tensor.
+    F_in -> F_out): fused backend ``N*F_in`` (x, kept by the linear map for its gradient) +
+    ``N*F_out`` (the output) + the same for gradients, plus ``N`` degree factors (``E'`` edge
+    weights with edge weights); the propagation's backward reads neither ``x W`` nor the output,
+    so autograd keeps neither: O(N*(F_in + F_out) + E'), no O(E*F) tensor.
     The reference backend additionally materialises the messages, O(E'*F_out).
     """
 
