@@ -25,6 +25,7 @@ __version__ = _check_torch(_torch.__version__)  # a clear error, before _C fails
 
 from . import _C
 from ._C import CompileError, TraceError
+from .fused import FallbackWarning
 from .graph import Graph
 from .ops import (abs, clamp, dot, elu, exp, leaky_relu, log, max, maximum, mean, min, minimum, pow, relu,
                   rsqrt, sigmoid, softmax, sqrt, sum, tanh)

@@ -9,6 +9,9 @@ kernels when gradients flow.
 from __future__ import annotations
 
 import logging
+import warnings
+
+import torch
 
 from . import _C
 
@@ -31,14 +34,9 @@ class FallbackLog(logging.Handler):
         if FALLBACK_MESSAGE in msg and msg not in self.messages:
             self.messages.append(msg)
 
-_warned_no_cuda = False
-
-
 def _program(compiled) -> "_C.FusedProgram":
     if compiled.kernels is None:
         compiled.kernels = _C.FusedProgram(compiled.lowered)
-        if compiled.kernels.unsupported:
-            log.info("%s " + FALLBACK_MESSAGE + ": %s", compiled.lowered.name, compiled.kernels.unsupported)
     return compiled.kernels
 
 
@@ -47,6 +45,9 @@ def why_unavailable(compiled, tensors) -> str:
     other = devices - {"cpu", "cuda"}
     if other:
         return f"the fused backend runs CPU and CUDA tensors, not {sorted(other)}"
+    dtypes = {t.dtype for t in tensors.values() if t.is_floating_point()} - {torch.float32, torch.float64}
+    if dtypes:
+        return f"the fused kernels compute in float32 and float64, not {sorted(map(str, dtypes))}"
     if "cuda" in devices and not getattr(_C, "cuda_built", False):
         return ("the tensors are on a CUDA device but this build of Seastar has no CUDA backend (it was built "
                 "without the CUDA toolkit); rebuild with the toolkit installed, move the tensors to the CPU, "
@@ -54,12 +55,26 @@ def why_unavailable(compiled, tensors) -> str:
     return _program(compiled).unsupported
 
 
-def available(compiled, tensors) -> bool:
+class FallbackWarning(UserWarning):
+    """A program ran on the reference backend (plain torch ops, slower, more memory) because the
+    fused kernels cannot run it; shown once per program and reason."""
+
+
+_warned = set()
+
+
+def available(compiled, tensors, backend: str = "auto") -> bool:
+    """Whether the fused kernels run this call; with ``backend="auto"``, a program that falls
+    back to the reference backend says so once (a FallbackWarning, and the "seastar" logger)."""
     why = why_unavailable(compiled, tensors)
-    global _warned_no_cuda
-    if why and not _warned_no_cuda and "no CUDA backend" in why:
-        _warned_no_cuda = True
-        log.warning("%s; CUDA tensors run on the reference backend", why.split(";")[0])
+    if why and backend == "auto":
+        name = compiled.lowered.name
+        if "no CUDA backend" in why:
+            name, why = "CUDA tensors", why.split(";")[0]  # one warning for every program
+        if (name, why) not in _warned:
+            _warned.add((name, why))
+            warnings.warn(f"seastar: {name} {FALLBACK_MESSAGE}: {why}", FallbackWarning, stacklevel=3)
+            log.info("%s " + FALLBACK_MESSAGE + ": %s", name, why)
     return not why
 
 

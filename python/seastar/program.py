@@ -160,7 +160,7 @@ class VertexProgram:
         _check_inputs(self.name, compiled.lowered, graph, tensors)
         backend = backend or self.backend
         from . import fused  # late import: the fused runtime is optional for tracing and tests
-        if backend in ("auto", "fused") and fused.available(compiled, tensors):
+        if backend in ("auto", "fused") and fused.available(compiled, tensors, backend):
             outs = fused.run(compiled, graph, tensors)
         elif backend == "fused":
             raise NotImplementedError(fused.why_unavailable(compiled, tensors))

@@ -201,7 +201,7 @@ def program_signature(graph: Graph, program_uid: int, metas: Tuple, backend: str
     tensors = {name: TensorMeta(shape, dtype, device, rg) for name, shape, dtype, device, rg in metas}
     compiled = program._compiled(graph, tensors)
     _check_inputs(program.name, compiled.lowered, graph, tensors)
-    if backend in ("auto", "fused") and fused.available(compiled, tensors):
+    if backend in ("auto", "fused") and fused.available(compiled, tensors, backend):
         use_fused = True
     elif backend == "fused":
         raise NotImplementedError(fused.why_unavailable(compiled, tensors))

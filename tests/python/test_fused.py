@@ -186,3 +186,26 @@ def test_compiler_failure_is_a_clear_error(tmp_path):
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode != 0
     assert "CompileError" in r.stderr or "does not run" in r.stderr
+
+
+def test_a_fallback_says_so_once_by_default(graph_factory):
+    """backend="auto" on inputs the kernels cannot take (bfloat16) runs the reference backend and
+    warns once per program and reason; backend="fused" raises instead."""
+    import warnings
+
+    @ss.vertex_program(name="fallback_probe")
+    def probe(v):
+        return ss.sum(e.src.h for e in v.in_edges())
+
+    g = graph_factory("mixed")
+    h = torch.randn(g.num_nodes, 4).bfloat16()
+    with pytest.warns(ss.FallbackWarning, match="fallback_probe runs on the reference backend.*bfloat16"):
+        out = probe(g, h=h)
+    src, dst = g.edge_index.long()
+    want = torch.zeros(g.num_nodes, 4).index_add(0, dst, h.float()[src])
+    torch.testing.assert_close(out.float(), want, rtol=2e-2, atol=2e-2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        probe(g, h=h)  # said once
+    with pytest.raises(NotImplementedError, match="bfloat16"):
+        probe(g, backend="fused", h=h)
