@@ -18,6 +18,8 @@ in the profiler.
 """
 from __future__ import annotations
 
+import contextlib
+
 import itertools
 import threading
 import weakref
@@ -221,9 +223,31 @@ def program_signature(graph: Graph, program_uid: int, metas: Tuple, backend: str
     return sid, names, graph.num_dst
 
 
+_BOUND_GRAPHS: List[int] = []  # uids of the graphs seastar.nn.WithGraph is running its models on
+
+EXPORT_GRAPH_MESSAGE = ("torch.export: the graph is frozen into the exported program, so one passed as an "
+                        "argument would be ignored when the program is called with another; bind it instead: "
+                        "torch.export.export(seastar.nn.WithGraph(model, graph), (x, ...))")
+
+
+@contextlib.contextmanager
+def bound_graph(graph: Graph):
+    """While WithGraph's model runs: its graph is a constant of what is exported, by design."""
+    _BOUND_GRAPHS.append(graph.uid)
+    try:
+        yield
+    finally:
+        _BOUND_GRAPHS.pop()
+
+
 def call_program(program, graph: Graph, backend: str, tensors: Dict[str, torch.Tensor]):
     """VertexProgram.__call__ inside torch.compile / torch.export: one ``seastar::vertex_program`` op."""
     from .program import DST_SUFFIX
+
+    # torch.export's tracing (torch.compile guards on the graph and recompiles for another one):
+    # inside WithGraph every graph is its bound graph or derived from it (self loops, blocks)
+    if torch.compiler.is_exporting() and not torch.compiler.is_dynamo_compiling() and not _BOUND_GRAPHS:
+        raise RuntimeError(f"{program.name}: {EXPORT_GRAPH_MESSAGE}")
 
     metas = tuple((k, tuple(int(d) for d in t.shape), t.dtype, t.device, bool(t.requires_grad))
                   for k, t in ((k, tensors[k]) for k in sorted(tensors)))
