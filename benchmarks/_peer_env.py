@@ -183,11 +183,18 @@ def _build_sparse(target: str, timeout: float):
                 import glob
                 cmd = cmd[:-1] + glob.glob(cmd[-1])
             log.warning("building PyG's sampler: %s", " ".join(cmd[1:6]))
+            # its own session, so that a timeout stops the compilers pip started, not only pip
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                    start_new_session=True)
             try:
-                r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(left, 1), env=env)
+                stdout, stderr = proc.communicate(timeout=max(left, 1))
             except subprocess.TimeoutExpired:
+                import signal
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
                 return (f"building {', '.join(SPARSE_SOURCES)} from source did not finish in {timeout:.0f} s on "
                         f"{os.cpu_count()} cores")
+            r = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
             if r.returncode != 0:
                 return f"building {', '.join(SPARSE_SOURCES)} from source failed: {_tail(r)}"
         open(os.path.join(target, STAMP), "w").close()
