@@ -381,6 +381,12 @@ def _ratio_plot(results, out, plt):
         if key == "speedup_vs_best":
             ax.axvline(1.5, color="k", lw=0.6, ls="--")
         ax.set_xscale("log")
+        from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
+        lo, hi = min([v for v in vals if v > 0] or [1]), max(vals + [1.6])
+        ax.xaxis.set_major_locator(FixedLocator([t for t in (0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 10, 20)
+                                                 if lo / 1.5 <= t <= hi * 1.5]))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(title + " (> 1: seastar better; colour = that peer)", fontsize=9)
         ax.tick_params(labelsize=7)
         ax.grid(True, axis="x", which="both", alpha=0.3)
