@@ -40,7 +40,7 @@ def summarise(train):
         ep = [r["epoch_ms"] for r in ok]
         med = statistics.median(ep)
         rec.update(status="ok", epoch_ms=med, epoch_ms_min=min(ep), epoch_ms_max=max(ep),
-                   epoch_spread=(max(ep) - min(ep)) / med if med else None, epoch_ms_rounds=ep,
+                   epoch_spread=(max(ep) - min(ep)) / med if med and len(ep) > 1 else None, epoch_ms_rounds=ep,
                    forward_ms=statistics.median([r["forward_ms"] for r in ok]),
                    peak_mem_mb=statistics.median([r["peak_mem_mb"] for r in ok]),
                    peak_mem_mb_max=max(r["peak_mem_mb"] for r in ok),
@@ -196,7 +196,7 @@ def markdown(results) -> str:
         L.append("Best peer = the fastest (time) or the leanest (memory) of "
                  + ", ".join(IMPL_LABEL[p] for p in peers) + " in each row; ratio = peer / seastar, "
                  "> 1 favours seastar. Epoch times are medians over rounds; spread = (max - min) / median "
-                 "over the rounds of seastar's and the best peer's epoch time.\n")
+                 "over the rounds of seastar's and the best peer's epoch time ('-': one round).\n")
         L.append("| graph | layer | F | threads | seastar ms | best peer | peer ms | time ratio | spread s / p "
                  "| seastar MB | leanest peer | peer MB | memory ratio |")
         L.append("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
