@@ -346,11 +346,11 @@ def spawn(cfg: dict, timeout: float) -> dict:
     """One child (``_spawn.spawn_json``), its failures in this script's vocabulary (oom / error)."""
     res = spawn_json(os.path.abspath(__file__), cfg, cfg["threads"], timeout)
     res["wall_s"] = res.pop("child_wall_s")
-    if res["status"] in ("killed", "failed"):
+    if res.get("status") in ("killed", "failed"):
         res = dict(status="oom" if res.get("returncode") in (-9, 137) else "error",
                    returncode=res.get("returncode"), error=res.get("stderr_tail") or res["reason"],
                    wall_s=res["wall_s"])
-    elif res["status"] == "timeout":
+    elif res.get("status") == "timeout":
         res = dict(status="timeout", error=f"did not finish within {timeout:.0f} s", wall_s=res["wall_s"])
     return res
 
