@@ -7,7 +7,11 @@ Three kinds of child:
   kernels, ``unfused`` = the same seastar layer with ``backend="reference"`` (plain torch
   gather / index_add), or ``pyg`` = PyTorch Geometric's layer). Times a training epoch
   (forward + backward + Adam step of layer -> ReLU -> linear head, cross-entropy over all
-  vertices) and a forward pass (eval, no_grad); peak memory of the training epochs.
+  vertices) and a forward pass (eval, no_grad); peak memory of the training epochs. The peers:
+  ``pyg`` (PyG's layer on its int64 ``edge_index``), ``pyg_csr`` (PyG's layer on a
+  ``torch.sparse`` CSR ``adj_t``, its memory-efficient path: one SpMM, no E x F message
+  tensor; not for GAT), ``pyg_compile`` (``pyg`` under ``torch.compile``) and ``dgl`` (DGL's
+  layer; the child runs under the DGL environment's interpreter, ``_peer_env.py``).
 * ``latency``: first-call latency of a fused layer (tracing, lowering, compiling or loading the
   kernels, running) in a process whose ``SEASTAR_CACHE_DIR`` the parent chose: a fresh folder
   (cold) or the one a previous process filled (warm).
@@ -15,7 +19,8 @@ Three kinds of child:
   with bytes moved per call, against the copy bandwidth measured in the same process.
 
 Peak memory on CPU: the process's RSS high-water mark (``VmHWM``) after it is reset
-(``/proc/self/clear_refs`` = 5, Linux) once setup is done. ``getrusage(RUSAGE_SELF).ru_maxrss`` is
+(``/proc/self/clear_refs`` = 5, Linux) once setup is done and again after the untimed
+epochs, so it is the steady epochs' peak (``peak_first_epoch_mb`` keeps the untimed epochs'). ``getrusage(RUSAGE_SELF).ru_maxrss`` is
 recorded too but not used: Linux carries the parent's high-water mark into a child across
 fork + exec, so it reads at least the parent's RSS (see ``maxrss_mb``). ``peak_mem_mb`` is that peak
 minus the RSS right after the imports, so it counts the graph, the features, the model and
@@ -94,45 +99,83 @@ def load_edge_index(cfg):
     return torch.load(cfg["edge_index_path"], weights_only=True)
 
 
-def build_model(layer: str, impl: str, F: int):
-    """(model, forward(graph_or_edge_index, x)) for one layer and implementation.
+def _gin_mlp(F: int):
+    from torch import nn
+    return nn.Sequential(nn.Linear(F, F), nn.ReLU(), nn.Linear(F, F))
 
-    The model is conv -> ReLU -> Linear(F, 16). Hyper-parameters match between seastar and PyG:
-    GCN (self loops, symmetric normalisation, cached: seastar caches per graph, PyG with
-    ``cached=True``), GAT (4 heads x F/4 channels, concat, slope 0.2, no dropout, self loops),
-    GraphSAGE (mean, root weight), APPNP (Linear(F, F), then K=10, alpha=0.1, cached norm).
+
+def _pyg_conv(layer: str, F: int):
+    import torch_geometric.nn as gnn
+    if layer == "gcn":
+        return gnn.GCNConv(F, F, cached=True)
+    if layer == "gat":
+        return gnn.GATConv(F, F // GAT_HEADS, heads=GAT_HEADS, negative_slope=0.2)
+    if layer == "sage":
+        return gnn.SAGEConv(F, F, aggr="mean")
+    if layer == "gin":
+        return gnn.GINConv(_gin_mlp(F), eps=0.0, train_eps=False)
+    if layer == "appnp":
+        return gnn.APPNP(APPNP_K, APPNP_ALPHA, cached=True)
+    raise ValueError(layer)
+
+
+def _dgl_conv(layer: str, F: int):
+    """DGL's layers with PyG's settings; the graph carries the self loops PyG adds (GCN, GAT,
+    APPNP; see make_graph), so ``norm="both"`` is PyG's symmetric normalisation."""
+    import dgl.nn as dglnn
+    if layer == "gcn":
+        return dglnn.GraphConv(F, F, norm="both")
+    if layer == "gat":
+        return dglnn.GATConv(F, F // GAT_HEADS, num_heads=GAT_HEADS, negative_slope=0.2)
+    if layer == "sage":
+        return dglnn.SAGEConv(F, F, "mean")
+    if layer == "gin":
+        return dglnn.GINConv(_gin_mlp(F), "sum", init_eps=0.0, learn_eps=False)
+    if layer == "appnp":
+        return dglnn.APPNPConv(APPNP_K, APPNP_ALPHA)
+    raise ValueError(layer)
+
+
+def _seastar_conv(layer: str, F: int, backend: str):
+    import seastar as ss
+    if layer == "gcn":
+        return ss.nn.GCNConv(F, F, backend=backend)
+    if layer == "gat":
+        return ss.nn.GATConv(F, F // GAT_HEADS, heads=GAT_HEADS, negative_slope=0.2, backend=backend)
+    if layer == "sage":
+        return ss.nn.SAGEConv(F, F, aggr="mean", backend=backend)
+    if layer == "gin":
+        return ss.nn.GINConv(_gin_mlp(F), eps=0.0, train_eps=False, backend=backend)
+    if layer == "appnp":
+        return ss.nn.APPNP(APPNP_K, APPNP_ALPHA, backend=backend)
+    raise ValueError(layer)
+
+
+def build_model(layer: str, impl: str, F: int):
+    """The model conv -> ReLU -> Linear(F, 16) for one layer and implementation.
+
+    Hyper-parameters match across implementations: GCN (self loops, symmetric normalisation,
+    cached: seastar caches per graph, PyG with ``cached=True``, DGL's GraphConv on the graph
+    with self loops), GAT (4 heads x F/4 channels, concat, slope 0.2, no dropout, self loops),
+    GraphSAGE (mean, root weight), GIN (sum, eps=0, MLP Linear-ReLU-Linear), APPNP
+    (Linear(F, F), then K=10, alpha=0.1, cached norm).
     """
     import torch
     from torch import nn
 
-    if impl == "pyg":
-        import torch_geometric.nn as gnn
-        if layer == "gcn":
-            conv = gnn.GCNConv(F, F, cached=True)
-        elif layer == "gat":
-            conv = gnn.GATConv(F, F // GAT_HEADS, heads=GAT_HEADS, negative_slope=0.2)
-        elif layer == "sage":
-            conv = gnn.SAGEConv(F, F, aggr="mean")
-        elif layer == "appnp":
-            conv = gnn.APPNP(APPNP_K, APPNP_ALPHA, cached=True)
-        else:
-            raise ValueError(layer)
+    if impl in ("pyg", "pyg_csr", "pyg_compile"):
+        conv = _pyg_conv(layer, F)
 
         def call(conv, g, x):
             return conv(x, g)
+    elif impl == "dgl":
+        conv = _dgl_conv(layer, F)
+
+        def call(conv, g, x):
+            out = conv(g, x)
+            return out.flatten(1) if layer == "gat" else out  # [N, heads, F/heads] -> concat
     else:
-        import seastar as ss
-        backend = "fused" if impl == "fused" else "reference"
-        if layer == "gcn":
-            conv = ss.nn.GCNConv(F, F, backend=backend)
-        elif layer == "gat":
-            conv = ss.nn.GATConv(F, F // GAT_HEADS, heads=GAT_HEADS, negative_slope=0.2, backend=backend)
-        elif layer == "sage":
-            conv = ss.nn.SAGEConv(F, F, aggr="mean", backend=backend)
-        elif layer == "appnp":
-            conv = ss.nn.APPNP(APPNP_K, APPNP_ALPHA, backend=backend)
-        else:
-            raise ValueError(layer)
+        conv = _seastar_conv(layer, F, "fused" if impl == "fused" else "reference")
 
         def call(conv, g, x):
             return conv(g, x)
@@ -149,16 +192,32 @@ def build_model(layer: str, impl: str, F: int):
                 x = self.pre(x)
             return self.head(torch.relu(call(self.conv, g, x)))
 
-    return Net()
+    net = Net()
+    if impl == "pyg_compile":
+        return torch.compile(net)
+    return net
 
 
-def make_graph(cfg, impl: str, device: str):
-    """What the layer takes as its graph: a seastar Graph, or PyG's int64 edge_index."""
+def make_graph(cfg, impl: str, device: str, layer: str = None):
+    """What the layer takes as its graph: a seastar Graph, PyG's int64 edge_index, PyG's
+    ``torch.sparse`` CSR ``adj_t`` (row = destination), or a DGL graph (with self loops for
+    the layers whose PyG and seastar versions add them)."""
     ei = load_edge_index(cfg)
-    if impl == "pyg":
+    N = cfg["num_nodes"]
+    if impl in ("pyg", "pyg_compile"):
         return ei.to(device)
+    if impl == "pyg_csr":
+        from torch_geometric.utils import to_torch_csr_tensor
+        return to_torch_csr_tensor(ei.flip(0), size=(N, N)).to(device)
+    if impl == "dgl":
+        import dgl
+        g = dgl.graph((ei[0], ei[1]), num_nodes=N)
+        del ei
+        if layer in ("gcn", "gat", "appnp"):
+            g = dgl.add_self_loop(g)
+        return g.to(device)
     import seastar as ss
-    g = ss.Graph.from_edge_index(ei, num_nodes=cfg["num_nodes"])
+    g = ss.Graph.from_edge_index(ei, num_nodes=N)
     del ei
     if device != "cpu":
         g.to(device)
@@ -182,8 +241,12 @@ def _warm_libraries(device: str) -> None:
 def run_train(cfg) -> dict:
     import torch
     import torch.nn.functional as Fn
-    if cfg["impl"] == "pyg":
+    if cfg["impl"].startswith("pyg"):
         import torch_geometric  # noqa: F401  (import cost outside the measured memory)
+        import torch_geometric.nn  # noqa: F401
+    elif cfg["impl"] == "dgl":
+        import dgl  # noqa: F401
+        import dgl.nn  # noqa: F401
     else:
         import seastar  # noqa: F401
     device, threads, F = cfg["device"], cfg["threads"], cfg["width"]
@@ -197,7 +260,7 @@ def run_train(cfg) -> dict:
         torch.cuda.reset_peak_memory_stats()
 
     t0 = time.perf_counter()
-    g = make_graph(cfg, cfg["impl"], device)
+    g = make_graph(cfg, cfg["impl"], device, cfg["layer"])
     N = cfg["num_nodes"]
     x = torch.randn(N, F, device=device)
     y = torch.randint(0, NUM_CLASSES, (N,), device=device)
@@ -225,8 +288,19 @@ def run_train(cfg) -> dict:
     model.train()
     with AnonSampler() as sampler:
         first_epoch, _ = timed(epoch, device)  # tracing, kernel load (cache was warmed), PyG/GCN caches
-        for _ in range(cfg["warmup"]):
+        # torch.compile compiles again on the second call (PyG's GCN / APPNP cache is filled
+        # by then): one more untimed epoch for it.
+        for _ in range(cfg["warmup"] + (1 if cfg.get("impl") == "pyg_compile" else 0)):
             timed(epoch, device)
+        # The peak is that of the steady epochs: the high-water mark is reset again after the
+        # untimed ones, whose transient compile-time memory (torch.compile's, seastar's
+        # tracing) is recorded apart. What they left resident (caches) still counts.
+        peak_first_abs = hwm_mb()
+        if device.startswith("cuda"):
+            peak_first_abs = torch.cuda.max_memory_allocated() / 2**20
+            torch.cuda.reset_peak_memory_stats()
+        hiwater_reset = reset_peak() and hiwater_reset
+        sampler.peak = rss_parts_mb().get("RssAnon", 0.0)
         epochs = [timed(epoch, device)[0] for _ in range(cfg["repeats"])]
     parts_end = rss_parts_mb()
     file_growth = max(0.0, parts_end.get("RssFile", 0.0) - parts_import.get("RssFile", 0.0))
@@ -240,6 +314,7 @@ def run_train(cfg) -> dict:
         # pages (file-backed) faulted in since then: the tensors' and the graph's memory.
         peak_abs = hwm_mb()
         peak_mem = peak_abs - rss_import - file_growth
+        peak_first_abs = peak_first_abs - rss_import - file_growth
         training_extra = peak_abs - rss_setup - file_growth if hiwater_reset else None
     model.eval()
     timed(forward, device)
@@ -247,7 +322,7 @@ def run_train(cfg) -> dict:
     t_measure = time.perf_counter() - t0
     return dict(status="ok", N=N, E=cfg["num_edges"], epoch_ms=median_ms(epochs),
                 epoch_ms_all=[1e3 * t for t in epochs], forward_ms=median_ms(forwards),
-                first_epoch_ms=1e3 * first_epoch, peak_mem_mb=peak_mem, training_extra_mb=training_extra,
+                first_epoch_ms=1e3 * first_epoch, peak_mem_mb=peak_mem, peak_first_epoch_mb=peak_first_abs, training_extra_mb=training_extra,
                 peak_rss_abs_mb=peak_abs, rss_after_import_mb=rss_import, rss_after_setup_mb=rss_setup,
                 hiwater_reset=hiwater_reset, peak_source="VmHWM", ru_maxrss_mb=maxrss_mb(),
                 rss_file_growth_mb=file_growth, anon_peak_mb=anon_peak,

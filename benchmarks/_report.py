@@ -2,39 +2,89 @@
 from __future__ import annotations
 
 import os
+import statistics
 
-IMPL_LABEL = {"fused": "seastar fused", "unfused": "unfused torch", "pyg": "PyG"}
-LAYER_LABEL = {"gcn": "GCN", "gat": "GAT (4 heads)", "sage": "SAGE-mean", "appnp": "APPNP (K=10)"}
-COLORS = {"fused": "tab:blue", "unfused": "tab:orange", "pyg": "tab:green"}
+IMPL_LABEL = {"fused": "seastar fused", "unfused": "unfused torch", "pyg": "PyG edge_index",
+              "pyg_csr": "PyG CSR adj_t", "pyg_compile": "PyG + torch.compile", "dgl": "DGL"}
+LAYER_LABEL = {"gcn": "GCN", "gat": "GAT (4 heads)", "sage": "SAGE-mean", "gin": "GIN", "appnp": "APPNP (K=10)"}
+COLORS = {"fused": "tab:blue", "unfused": "tab:orange", "pyg": "tab:green", "pyg_csr": "tab:olive",
+          "pyg_compile": "tab:cyan", "dgl": "tab:red"}
+IMPL_ORDER = ("fused", "unfused", "pyg", "pyg_csr", "pyg_compile", "dgl")
+# The peers a CPU user would pick instead of seastar; "best" is the fastest (or the leanest) of
+# those measured in a row. The unfused reference is seastar's own and is reported apart.
+PEERS = ("dgl", "pyg_csr", "pyg_compile", "pyg")
 
 
 def _div(a, b):
     return a / b if a is not None and b is not None and b > 0 else None
 
 
-def ratios(train):
-    """One row per (graph, layer, width): each implementation's numbers and fused's ratios."""
+def summarise(train):
+    """One record per (graph, layer, width, threads, implementation) over the rounds: medians
+    of the per-round medians, with min / max (spread) of the epoch time."""
     groups = {}
     for r in train:
-        groups.setdefault((r["num_edges"], r["graph"], r["layer"], r["width"]), {})[r["impl"]] = r
+        key = (r["graph"], r["layer"], r["width"], r.get("threads"), r["impl"])
+        groups.setdefault(key, []).append(r)
+    out = []
+    for (graph, layer, width, threads, impl), rs in groups.items():
+        ok = [r for r in rs if r.get("status") == "ok"]
+        first = rs[0]
+        rec = dict(graph=graph, graph_label=first["graph_label"], num_nodes=first["num_nodes"],
+                   num_edges=first["num_edges"], layer=layer, width=width, threads=threads, impl=impl,
+                   device=first.get("device"), rounds=len(rs), rounds_ok=len(ok))
+        if not ok:
+            rec.update(status=first.get("status"), reason=first.get("reason", ""))
+            out.append(rec)
+            continue
+        ep = [r["epoch_ms"] for r in ok]
+        med = statistics.median(ep)
+        rec.update(status="ok", epoch_ms=med, epoch_ms_min=min(ep), epoch_ms_max=max(ep),
+                   epoch_spread=(max(ep) - min(ep)) / med if med and len(ep) > 1 else None, epoch_ms_rounds=ep,
+                   forward_ms=statistics.median([r["forward_ms"] for r in ok]),
+                   peak_mem_mb=statistics.median([r["peak_mem_mb"] for r in ok]),
+                   peak_mem_mb_max=max(r["peak_mem_mb"] for r in ok),
+                   peak_first_epoch_mb=max((r.get("peak_first_epoch_mb") or 0) for r in ok),
+                   first_epoch_ms=statistics.median([r["first_epoch_ms"] for r in ok]),
+                   load_1min=[r.get("load_1min") for r in ok])
+        out.append(rec)
+    return out
+
+
+def ratios(train):
+    """One row per (graph, layer, width, threads): each implementation's numbers, fused's ratios
+    against each, and against the best peer (> 1 favours seastar fused)."""
+    groups = {}
+    for r in summarise(train):
+        groups.setdefault((r["num_edges"], r["graph"], r["layer"], r["width"], r["threads"]), {})[r["impl"]] = r
     rows = []
-    for (E, graph, layer, width), by in sorted(groups.items(), key=lambda kv: (kv[0][2], kv[0][3], kv[0][0])):
+    for (E, graph, layer, width, threads), by in sorted(groups.items(),
+                                                        key=lambda kv: (kv[0][4] or 0, kv[0][2], kv[0][3], kv[0][0])):
         ok = {k: v for k, v in by.items() if v.get("status") == "ok"}
         any_rec = next(iter(by.values()))
         row = dict(graph=graph, graph_label=any_rec["graph_label"], N=any_rec["num_nodes"], E=E, layer=layer,
-                   width=width)
-        for impl in ("fused", "unfused", "pyg"):
+                   width=width, threads=threads)
+        for impl in IMPL_ORDER:
             r = ok.get(impl)
             row[f"{impl}_epoch_ms"] = r["epoch_ms"] if r else None
+            row[f"{impl}_epoch_spread"] = r["epoch_spread"] if r else None
             row[f"{impl}_forward_ms"] = r["forward_ms"] if r else None
             row[f"{impl}_peak_mb"] = r["peak_mem_mb"] if r else None
             if impl in by and impl not in ok:
                 row[f"{impl}_status"] = f"{by[impl]['status']}: {by[impl].get('reason', '')}"
-        for base in ("unfused", "pyg"):
+        for base in IMPL_ORDER[1:]:
             row[f"speedup_vs_{base}"] = _div(row[f"{base}_epoch_ms"], row["fused_epoch_ms"])
             row[f"forward_speedup_vs_{base}"] = _div(row[f"{base}_forward_ms"], row["fused_forward_ms"])
             row[f"memory_ratio_vs_{base}"] = _div(row[f"{base}_peak_mb"], row["fused_peak_mb"])
         row["pyg_vs_unfused_speedup"] = _div(row["unfused_epoch_ms"], row["pyg_epoch_ms"])
+        timed = [(row[f"{p}_epoch_ms"], p) for p in PEERS if row[f"{p}_epoch_ms"] is not None]
+        lean = [(row[f"{p}_peak_mb"], p) for p in PEERS if row[f"{p}_peak_mb"] is not None]
+        row["best_peer"] = min(timed)[1] if timed else None
+        row["best_peer_epoch_ms"] = min(timed)[0] if timed else None
+        row["speedup_vs_best"] = _div(row["best_peer_epoch_ms"], row["fused_epoch_ms"])
+        row["leanest_peer"] = min(lean)[1] if lean else None
+        row["leanest_peer_peak_mb"] = min(lean)[0] if lean else None
+        row["memory_ratio_vs_leanest"] = _div(row["leanest_peer_peak_mb"], row["fused_peak_mb"])
         rows.append(row)
     return rows
 
@@ -62,6 +112,16 @@ def targets(results):
     for r in _largest(rows, "gcn", ["speedup_vs_pyg"]):
         out.append(dict(target="GCN epoch >= 2x faster than PyG on the largest graph", where=_where(r),
                         measured=r["speedup_vs_pyg"], goal=2.0, met=r["speedup_vs_pyg"] >= 2.0))
+    for r in rows:
+        if r.get("speedup_vs_best") is not None:
+            out.append(dict(target="epoch >= 1.5x faster than the best peer (issue 16)",
+                            where=_where(r) + f", {r['threads']} thread(s), vs {IMPL_LABEL[r['best_peer']]}",
+                            measured=r["speedup_vs_best"], goal=1.5, met=r["speedup_vs_best"] >= 1.5))
+        goal = 2.0 if r["layer"] == "gat" else 1.0
+        if r.get("memory_ratio_vs_dgl") is not None and r["layer"] in ("gcn", "sage", "appnp", "gat"):
+            out.append(dict(target=f"peak memory {'<= half of' if goal > 1 else '<='} DGL's (issue 16)",
+                            where=_where(r) + f", {r['threads']} thread(s)", measured=r["memory_ratio_vs_dgl"],
+                            goal=goal, met=r["memory_ratio_vs_dgl"] >= goal))
     bw = [r for r in results["roofline"] if r.get("status") == "ok" and r["impl"] == "fused"
           and r["program"] == "gcn_agg"]
     if bw:
@@ -97,53 +157,89 @@ def _mb(x):
     return "-" if x is None else f"{x:.0f}"
 
 
+def _pct(x):
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
 def markdown(results) -> str:
     m = results["meta"]
     L = []
-    L.append("# Seastar benchmarks: fused kernels vs unfused torch vs PyTorch Geometric\n")
+    L.append("# Seastar benchmarks: fused kernels vs DGL, PyTorch Geometric and unfused torch\n")
     L.append(f"Command: `{m['command']}` ({m['date']}, {m['wall_s']:.0f} s).  ")
-    L.append(f"Machine: {m['cpu']}, {m['cpu_count']} cores; device `{m['device']}`, {m['threads']} threads for "
+    L.append(f"Machine: {m['cpu']}, {m['cpu_count']} cores; device `{m['device']}`, {m['threads']} thread(s) for "
              f"every implementation; torch {m['torch']}, Python {m['python']}.  ")
+    for prev in m.get("previous_runs") or []:
+        L.append(f"Merged with the earlier run `{prev.get('command')}` ({prev.get('date')}, {prev.get('rounds')} "
+                 f"round(s), load average {prev.get('load_average_at_start')} -> {prev.get('load_average_at_end')}).  ")
+    if m.get("load_average_at_start"):
+        L.append(f"Load average (1, 5, 15 min) at the start {m['load_average_at_start']}, at the end "
+                 f"{m.get('load_average_at_end')}: the machine is shared, so read the spread.  ")
     L.append(f"PyG: {m['pyg']}. matplotlib: {m['deps']['matplotlib']}.  ")
     L.append(f"{m['dgl']}\n")
     L.append(f"Model: {m['model']}. GAT: 4 heads x F/4 channels; APPNP: Linear(F, F) then K=10, alpha=0.1; "
-             f"SAGE: mean. Random features of width F. Times are medians of {m['repeats']} epochs after "
-             f"{m['warmup'] + 1} warm-up epoch(s); one process per configuration. "
+             f"SAGE: mean; GIN: sum, MLP Linear-ReLU-Linear. Random features of width F. Times are medians of "
+             f"{m['repeats']} epochs after {m['warmup'] + 1} warm-up epoch(s) in each process, one process per "
+             f"configuration and round, then the median over {m.get('rounds', 1)} interleaved round(s). "
              + (m.get("memory_note", "Peak memory: the child's RSS high-water mark (VmHWM, reset after setup) "
-                "during training, less its RSS after the imports and less library pages faulted in meanwhile")
+                "during the steady training epochs (reset again after the untimed ones), less its RSS after the imports and "
+                "less library pages faulted in meanwhile")
                 .rstrip(".") + " (graph + features + model + training). ") +
              "Ratios > 1 favour seastar fused.\n")
     if m.get("graphs_not_run"):
         L.append("Graphs not run: " + "; ".join(f"{g} ({why})" for g, why in m["graphs_not_run"].items()) + "\n")
 
-    rows = [r for r in results["ratios"] if any(r[f"{i}_epoch_ms"] is not None for i in ("fused", "unfused", "pyg"))]
+    rows = [r for r in results["ratios"] if any(r[f"{i}_epoch_ms"] is not None for i in IMPL_ORDER)]
+    impls = [i for i in IMPL_ORDER if any(r[f"{i}_epoch_ms"] is not None for r in rows)]
+    peers = [i for i in impls if i in PEERS]
+    if peers:
+        L.append("## Seastar fused against the best peer\n")
+        L.append("Best peer = the fastest (time) or the leanest (memory) of "
+                 + ", ".join(IMPL_LABEL[p] for p in peers) + " in each row; ratio = peer / seastar, "
+                 "> 1 favours seastar. Epoch times are medians over rounds; spread = (max - min) / median "
+                 "over the rounds of seastar's and the best peer's epoch time ('-': one round).\n")
+        L.append("| graph | layer | F | threads | seastar ms | best peer | peer ms | time ratio | spread s / p "
+                 "| seastar MB | leanest peer | peer MB | memory ratio |")
+        L.append("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
+        for r in rows:
+            bp, lp = r["best_peer"], r["leanest_peer"]
+            sp = r["fused_epoch_spread"]
+            bsp = r[f"{bp}_epoch_spread"] if bp else None
+            L.append(f"| {r['graph_label']} | {LAYER_LABEL[r['layer']]} | {r['width']} | {r['threads']} | "
+                     f"{_ms(r['fused_epoch_ms'])} | {IMPL_LABEL[bp] if bp else '-'} | {_ms(r['best_peer_epoch_ms'])} | "
+                     f"{_x(r['speedup_vs_best'])} | {_pct(sp)} / {_pct(bsp)} | {_mb(r['fused_peak_mb'])} | "
+                     f"{IMPL_LABEL[lp] if lp else '-'} | {_mb(r['leanest_peer_peak_mb'])} | "
+                     f"{_x(r['memory_ratio_vs_leanest'])} |")
+        L.append("")
     L.append("## Training epoch (forward + backward + Adam step), ms\n")
-    L.append("| graph | E | layer | F | fused | unfused | PyG | fused vs unfused | fused vs PyG |")
-    L.append("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    L.append("| graph | E | layer | F | threads | " + " | ".join(IMPL_LABEL[i] for i in impls)
+             + " | fused vs unfused | fused vs PyG |")
+    L.append("| --- | ---: | --- | ---: | ---: | " + " | ".join("---:" for _ in impls) + " | ---: | ---: |")
     for r in rows:
-        L.append(f"| {r['graph_label']} | {r['E']:,} | {LAYER_LABEL[r['layer']]} | {r['width']} | "
-                 f"{_ms(r['fused_epoch_ms'])} | {_ms(r['unfused_epoch_ms'])} | {_ms(r['pyg_epoch_ms'])} | "
-                 f"{_x(r['speedup_vs_unfused'])} | {_x(r['speedup_vs_pyg'])} |")
-    L.append("\n## Forward pass (eval, no_grad), ms\n")
-    L.append("| graph | layer | F | fused | unfused | PyG | fused vs unfused | fused vs PyG |")
-    L.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        cells = " | ".join(_ms(r[f"{i}_epoch_ms"]) + (f" ±{_pct(r[f'{i}_epoch_spread'] / 2)}"
+                                                     if r[f"{i}_epoch_spread"] else "") for i in impls)
+        L.append(f"| {r['graph_label']} | {r['E']:,} | {LAYER_LABEL[r['layer']]} | {r['width']} | {r['threads']} | "
+                 f"{cells} | {_x(r['speedup_vs_unfused'])} | {_x(r['speedup_vs_pyg'])} |")
+    L.append("\n(± half the min-max spread over the rounds.)\n")
+    L.append("## Forward pass (eval, no_grad), ms\n")
+    L.append("| graph | layer | F | threads | " + " | ".join(IMPL_LABEL[i] for i in impls) + " |")
+    L.append("| --- | --- | ---: | ---: | " + " | ".join("---:" for _ in impls) + " |")
     for r in rows:
-        L.append(f"| {r['graph_label']} | {LAYER_LABEL[r['layer']]} | {r['width']} | {_ms(r['fused_forward_ms'])} | "
-                 f"{_ms(r['unfused_forward_ms'])} | {_ms(r['pyg_forward_ms'])} | "
-                 f"{_x(r['forward_speedup_vs_unfused'])} | {_x(r['forward_speedup_vs_pyg'])} |")
+        L.append(f"| {r['graph_label']} | {LAYER_LABEL[r['layer']]} | {r['width']} | {r['threads']} | "
+                 + " | ".join(_ms(r[f"{i}_forward_ms"]) for i in impls) + " |")
     L.append("\n## Peak memory of training, MB\n")
-    L.append("| graph | layer | F | fused | unfused | PyG | unfused / fused | PyG / fused |")
-    L.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    L.append("| graph | layer | F | threads | " + " | ".join(IMPL_LABEL[i] for i in impls) + " | unfused / fused | "
+             "PyG / fused |")
+    L.append("| --- | --- | ---: | ---: | " + " | ".join("---:" for _ in impls) + " | ---: | ---: |")
     for r in rows:
-        L.append(f"| {r['graph_label']} | {LAYER_LABEL[r['layer']]} | {r['width']} | {_mb(r['fused_peak_mb'])} | "
-                 f"{_mb(r['unfused_peak_mb'])} | {_mb(r['pyg_peak_mb'])} | {_x(r['memory_ratio_vs_unfused'])} | "
-                 f"{_x(r['memory_ratio_vs_pyg'])} |")
-    notrun = [r for r in results["train"] if r.get("status") != "ok"]
+        L.append(f"| {r['graph_label']} | {LAYER_LABEL[r['layer']]} | {r['width']} | {r['threads']} | "
+                 + " | ".join(_mb(r[f"{i}_peak_mb"]) for i in impls)
+                 + f" | {_x(r['memory_ratio_vs_unfused'])} | {_x(r['memory_ratio_vs_pyg'])} |")
+    notrun = [r for r in summarise(results["train"]) if r.get("status") != "ok"]
     if notrun:
         L.append("\n### Configurations not measured\n")
         for r in notrun:
-            L.append(f"* {r['graph_label']}, {LAYER_LABEL[r['layer']]}, F={r['width']}, {IMPL_LABEL[r['impl']]}: "
-                     f"{r['status']}: {r.get('reason', '')}")
+            L.append(f"* {r['graph_label']}, {LAYER_LABEL[r['layer']]}, F={r['width']}, {r['threads']} thread(s), "
+                     f"{IMPL_LABEL[r['impl']]}: {r['status']}: {r.get('reason', '')}")
 
     roof = results["roofline"]
     if roof:
@@ -183,7 +279,7 @@ def markdown(results) -> str:
                      f"{_ms(r['first_backward_ms'])} | {_ms(r['first_call_ms'])} | "
                      f"{_ms(r['steady_forward_ms'] + r['steady_backward_ms'])} |")
     if results["targets"]:
-        L.append("\n## Targets of issue 7 (reported, not asserted)\n")
+        L.append("\n## Targets (reported, not asserted)\n")
         L.append("| target | where | measured | met |")
         L.append("| --- | --- | ---: | --- |")
         for t in results["targets"]:
@@ -206,13 +302,16 @@ def plots(results, out):
     import matplotlib.pyplot as plt
 
     files = []
-    train = [r for r in results["train"] if r.get("status") == "ok"]
+    summary = [r for r in summarise(results["train"]) if r.get("status") == "ok"]
+    threads0 = min((r["threads"] for r in summary if r["threads"] is not None), default=None)
+    train = [r for r in summary if r["threads"] == threads0]
     widths = sorted({r["width"] for r in train})
-    layers = [lay for lay in ("gcn", "gat", "sage", "appnp") if any(r["layer"] == lay for r in train)]
+    layers = [lay for lay in LAYER_LABEL if any(r["layer"] == lay for r in train)]
+    files += _ratio_plot(results, out, plt)
     for w in widths:
         fig, axes = plt.subplots(2, len(layers), figsize=(3.3 * len(layers), 5.6), squeeze=False)
         for j, layer in enumerate(layers):
-            for impl in ("fused", "unfused", "pyg"):
+            for impl in IMPL_ORDER:
                 pts = sorted((r["num_edges"], r["epoch_ms"], r["peak_mem_mb"]) for r in train
                              if r["layer"] == layer and r["width"] == w and r["impl"] == impl)
                 if not pts:
@@ -231,7 +330,7 @@ def plots(results, out):
         axes[1][0].set_ylabel("peak memory, MB", fontsize=8)
         axes[0][0].legend(fontsize=7)
         fig.suptitle(f"Training epoch time and peak memory vs edges, feature width {w} "
-                     f"({results['meta']['device']}, {results['meta']['threads']} threads)", fontsize=10)
+                     f"({results['meta']['device']}, {threads0} thread(s))", fontsize=10)
         fig.tight_layout()
         name = f"scaling_F{w}.png"
         fig.savefig(os.path.join(out, name), dpi=80)
@@ -262,3 +361,41 @@ def plots(results, out):
         plt.close(fig)
         files.append("roofline.png")
     return files
+
+
+def _ratio_plot(results, out, plt):
+    """best_peer.png: seastar's time and memory ratio against the best peer, one bar per row."""
+    rows = [r for r in results["ratios"] if r.get("speedup_vs_best") is not None]
+    if not rows:
+        return []
+    labels = [f"{LAYER_LABEL[r['layer']].split(' ')[0]} {r['graph_label'].replace('power law ', '')} "
+              f"F={r['width']} t={r['threads']}" for r in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.28 * len(rows) + 1.6), sharey=True)
+    for ax, key, peer_key, title in ((axes[0], "speedup_vs_best", "best_peer", "epoch time: best peer / seastar"),
+                                     (axes[1], "memory_ratio_vs_leanest", "leanest_peer",
+                                      "peak memory: leanest peer / seastar")):
+        vals = [r.get(key) or 0 for r in rows]
+        ys = list(range(len(rows)))
+        ax.barh(ys, vals, color=[COLORS.get(r.get(peer_key), "grey") for r in rows])
+        ax.axvline(1.0, color="k", lw=0.8)
+        if key == "speedup_vs_best":
+            ax.axvline(1.5, color="k", lw=0.6, ls="--")
+        ax.set_xscale("log")
+        from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
+        lo, hi = min([v for v in vals if v > 0] or [1]), max(vals + [1.6])
+        ax.xaxis.set_major_locator(FixedLocator([t for t in (0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 10, 20)
+                                                 if lo / 1.5 <= t <= hi * 1.5]))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_title(title + " (> 1: seastar better; colour = that peer)", fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, axis="x", which="both", alpha=0.3)
+    axes[0].set_yticks(list(range(len(rows))))
+    axes[0].set_yticklabels(labels, fontsize=7)
+    axes[0].invert_yaxis()
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[p]) for p in PEERS]
+    axes[1].legend(handles, [IMPL_LABEL[p] for p in PEERS], fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "best_peer.png"), dpi=80)
+    plt.close(fig)
+    return ["best_peer.png"]

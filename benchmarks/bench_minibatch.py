@@ -1,16 +1,23 @@
 #!/usr/bin/env python
-"""Mini-batch training on the synthetic graph: sampling throughput, epoch time split into
-sampling and compute, the overlap the loader thread gives, and peak memory.
+"""Mini-batch training on the synthetic graph against DGL and PyG: sampling throughput, epoch
+time split into sampling and compute, the overlap the loader thread gives, peak memory, accuracy.
 
     .venv/bin/python benchmarks/bench_minibatch.py --num-nodes 1000000 --out benchmarks/results/minibatch.json
+                     [--peers dgl,pyg] [--models sage,gat] [--repeats R] [--max-batches B]
 
 Each configuration runs in its own process (so peak memory is its own), configurations are
 interleaved over --repeats rounds, and the JSON keeps every round (the report gives median and
 spread). Sampling alone: batches of --batch-size training seeds, fanouts --fanouts, at 1 and 2
-threads. Training: GraphSAGE (hidden 256) and GAT (4 heads x 64), 2 layers, one epoch over
---max-batches batches, with the loader sampling ahead on its thread (prefetch=2) and inline
-(prefetch=0). PyG's and DGL's samplers are measured by the same harness when importable in the
-interpreter given by --peer-python; otherwise the report says they were not measured and why.
+threads. Training: GraphSAGE (hidden 256) and GAT (4 heads x 64), 2 layers, --max-batches
+batches, with the loader sampling ahead on its thread (prefetch=2) and inline (prefetch=0),
+then test accuracy on --eval-seeds test vertices (sampled with the same fanouts).
+
+Peers (``_minibatch_peers.py``), same dataset (exported once by a seastar process as .npy),
+fanouts, batch size, batches, threads and model shapes: DGL's NeighborSampler + DataLoader with
+its SAGEConv / GATConv, run in DGL's own environment (``_peer_env.py``: DGL 2.1 needs torch
+2.2); PyG's NeighborLoader with its SAGEConv / GATConv, whose sampler needs torch-sparse or
+pyg-lib: built from PyPI's torch-sparse source against this torch on first use
+(``_peer_env.pyg_sampler_path``); where either cannot be had, the JSON says why.
 """
 from __future__ import annotations
 
@@ -18,14 +25,16 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python"))
 sys.path.insert(0, str(HERE))
+
+from _spawn import spawn_json  # noqa: E402
 
 
 def child(cfg: dict) -> dict:
@@ -41,6 +50,13 @@ def child(cfg: dict) -> dict:
     ds = ss.datasets.synthetic_node_classification(cfg["num_nodes"], avg_degree=cfg["avg_degree"],
                                                    num_classes=10, num_features=cfg["features"], seed=0)
     build_s = time.perf_counter() - t0
+    if cfg["kind"] == "export":  # the peers' copy of the same dataset
+        import numpy as np
+        arrays = dict(edge_index=ds.edge_index, x=ds.x, y=ds.y, train_idx=ds.train_mask.nonzero().view(-1),
+                      test_idx=ds.test_mask.nonzero().view(-1))
+        for k, v in arrays.items():
+            np.save(os.path.join(cfg["dataset_dir"], f"{k}.npy"), v.contiguous().numpy())
+        return dict(cfg=cfg, build_s=build_s, edges=ds.graph.num_edges)
     reset_peak()
     base = hwm_mb()
     loader = ss.loader.NeighborLoader(ds, num_neighbors=cfg["fanouts"], batch_size=cfg["batch_size"],
@@ -87,6 +103,14 @@ def child(cfg: dict) -> dict:
         dt = time.perf_counter() - t0
         out.update(seconds=dt, seeds_per_s=seeds / dt, batches=nb, sample_s=loader.stats["sample_s"],
                    wait_s=loader.stats["wait_s"], compute_s=dt - loader.stats["wait_s"])
+        test = ds.test_mask.nonzero().view(-1)[:cfg["eval_seeds"]]
+        correct = 0
+        with torch.no_grad():
+            for b in ss.loader.NeighborLoader(ds, num_neighbors=cfg["fanouts"], batch_size=cfg["batch_size"],
+                                              input_nodes=test, shuffle=False, seed=3, prefetch=0):
+                h = act(convs[0](b.blocks[0], b.x))
+                correct += int((convs[1](b.blocks[1], h).argmax(-1) == b.y).sum())
+        out["test_accuracy"] = correct / max(int(test.numel()), 1)
     out["peak_mb_above_dataset"] = hwm_mb() - base
     return out
 
@@ -99,7 +123,13 @@ def main():
     p.add_argument("--fanouts", default="15,10")
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--max-batches", type=int, default=40)
+    p.add_argument("--eval-seeds", type=int, default=4096, help="test vertices the accuracy is measured on")
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--models", default="sage,gat")
+    p.add_argument("--peers", default="dgl,pyg", help="peers to run (subset of dgl,pyg; empty: none)")
+    p.add_argument("--no-install", action="store_true",
+                   help="never create the DGL environment or build torch-sparse (peers then recorded as unavailable)")
+    p.add_argument("--timeout", type=float, default=1200, help="per-process limit, seconds")
     p.add_argument("--quick", action="store_true", help="a small graph and 3 batches (smoke test)")
     p.add_argument("--out", default="benchmarks/results/minibatch.json")
     p.add_argument("--child", help=argparse.SUPPRESS)
@@ -108,75 +138,154 @@ def main():
         print(json.dumps(child(json.loads(args.child))))
         return
     if args.quick:
-        args.num_nodes, args.max_batches, args.repeats, args.batch_size = 5000, 3, 1, 256
+        args.num_nodes, args.max_batches, args.repeats, args.batch_size, args.eval_seeds = 5000, 3, 1, 256, 256
     base = dict(num_nodes=args.num_nodes, avg_degree=args.avg_degree, features=args.features,
                 fanouts=[int(f) for f in args.fanouts.split(",")], batch_size=args.batch_size,
-                max_batches=args.max_batches)
-    configs = [dict(base, kind="sample", threads=t, prefetch=0) for t in (1, 2)]
-    configs += [dict(base, kind="train", model=m, threads=1, prefetch=pf) for m in ("sage", "gat") for pf in (0, 2)]
-    rounds = []
-    for r in range(args.repeats):
-        for cfg in configs:  # interleaved: one of each per round
-            proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], capture_output=True,
-                                  text=True, env=dict(os.environ, OMP_NUM_THREADS=str(cfg["threads"])))
-            if proc.returncode != 0:
-                raise SystemExit(f"child failed: {cfg}\n{proc.stderr[-3000:]}")
-            res = json.loads(proc.stdout.strip().splitlines()[-1])
-            res["round"] = r
-            rounds.append(res)
-            print(_line(res), flush=True)
-    report = dict(rounds=rounds, summary=_summary(rounds), peers=_peers())
+                max_batches=args.max_batches, eval_seeds=args.eval_seeds)
+    models = [m for m in args.models.split(",") if m]
+    peers, peer_notes = _peer_runners([x for x in args.peers.split(",") if x], args)
+    configs = [dict(base, impl="seastar", kind="sample", threads=t, prefetch=0) for t in (1, 2)]
+    configs += [dict(base, impl="seastar", kind="train", model=m, threads=1, prefetch=pf) for m in models
+                for pf in (0, 2)]
+    with tempfile.TemporaryDirectory(prefix="seastar-minibatch-") as folder:
+        if peers:
+            exp = spawn_json(__file__, dict(base, kind="export", threads=1, dataset_dir=folder), 1, args.timeout)
+            if exp.get("status", "ok") != "ok":
+                raise SystemExit(f"exporting the dataset for the peers failed: {exp}")
+        for impl in peers:
+            configs += [dict(base, impl=impl, kind="sample", threads=t, dataset_dir=folder) for t in (1, 2)]
+            configs += [dict(base, impl=impl, kind="train", model=m, threads=1, dataset_dir=folder) for m in models]
+        rounds = []
+        for r in range(args.repeats):
+            for cfg in configs:  # interleaved: one of each per round
+                if cfg["impl"] == "seastar":
+                    res = spawn_json(__file__, cfg, cfg["threads"], args.timeout)
+                else:
+                    run = peers[cfg["impl"]]
+                    res = spawn_json(str(HERE / "_minibatch_peers.py"), cfg, cfg["threads"], args.timeout,
+                                     python=run["python"], env_extra=run.get("env"))
+                res.setdefault("cfg", cfg)
+                res.setdefault("status", "ok")
+                res["round"] = r
+                rounds.append(res)
+                print(_line(res), flush=True)
+    report = dict(rounds=rounds, summary=_summary(rounds), comparison=_comparison(rounds), peers=peer_notes,
+                  load_average=os.getloadavg(), date=time.strftime("%Y-%m-%d %H:%M:%S"),
+                  command=" ".join(sys.argv))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2))
     for row in report["summary"]:
         print(row)
+    for row in report["comparison"]:
+        print(row["text"])
 
 
 def _name(cfg):
+    who = cfg.get("impl", "seastar")
     if cfg["kind"] == "sample":
-        return f"sample, {cfg['threads']} thread(s)"
-    return f"train {cfg['model']}, prefetch={cfg['prefetch']}, {cfg['threads']} thread(s)"
+        return f"{who}: sample, {cfg['threads']} thread(s)"
+    pf = f", prefetch={cfg['prefetch']}" if who == "seastar" else ""
+    return f"{who}: train {cfg['model']}{pf}, {cfg['threads']} thread(s)"
 
 
 def _line(res):
+    if res.get("status", "ok") != "ok":
+        return f"[round {res['round']}] {_name(res['cfg'])}: {res['status']}: {res.get('reason')}"
     extra = ""
     if res["cfg"]["kind"] == "train":
-        extra = (f", sampling {res['sample_s']:.2f} s on the loader thread, waited {res['wait_s']:.2f} s, "
-                 f"compute {res['compute_s']:.2f} s")
+        extra = (f", sampling {res['sample_s']:.2f} s, waited {res['wait_s']:.2f} s, "
+                 f"compute {res['compute_s']:.2f} s, test accuracy {res['test_accuracy']:.3f}")
     return (f"[round {res['round']}] {_name(res['cfg'])}: {res['batches']} batches in {res['seconds']:.2f} s, "
             f"{res['seeds_per_s']:.0f} seeds/s{extra}, peak +{res['peak_mb_above_dataset']:.0f} MB")
 
 
-def _summary(rounds):
+def _groups(rounds):
     by = {}
     for r in rounds:
-        by.setdefault(_name(r["cfg"]), []).append(r)
+        if r.get("status", "ok") == "ok":
+            by.setdefault(_name(r["cfg"]), []).append(r)
+    return by
+
+
+def _summary(rounds):
     out = []
-    for name, rs in by.items():
+    for name, rs in _groups(rounds).items():
         sps = [r["seeds_per_s"] for r in rs]
         out.append(f"{name}: median {statistics.median(sps):.0f} seeds/s (min {min(sps):.0f}, max {max(sps):.0f}), "
                    f"peak +{max(r['peak_mb_above_dataset'] for r in rs):.0f} MB")
     return out
 
 
-def _peers():
-    """Which peer samplers this interpreter can run (recorded, so the report says why not)."""
-    notes = {}
-    try:
-        import torch_geometric  # noqa: F401
-        try:
-            from torch_geometric.loader import NeighborLoader  # noqa: F401
-            import importlib.util
-            have = [m for m in ("pyg_lib", "torch_sparse") if importlib.util.find_spec(m)]
-            notes["pyg"] = ("importable" if have else
-                            "torch_geometric installed but its NeighborLoader needs pyg-lib or torch-sparse, "
-                            "neither of which has a build for this torch")
-        except Exception as exc:  # noqa: BLE001
-            notes["pyg"] = f"not usable: {exc}"
-    except ImportError:
-        notes["pyg"] = "torch_geometric is not installed in this interpreter"
-    notes["dgl"] = "not measured: DGL 2.1 needs torch 2.2 in a separate environment"
-    return notes
+def _med(rs, key):
+    vals = [r[key] for r in rs if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+TRAIN_KEYS = ("seconds", "sample_s", "wait_s", "compute_s", "seeds_per_s", "peak_mb_above_dataset", "test_accuracy")
+
+
+def _comparison(rounds):
+    """Seastar against the faster peer: sampling throughput, the whole run's time (seastar with
+    its loader thread), peak memory (against the leaner peer), accuracy side by side."""
+    g = _groups(rounds)
+    rows = []
+    for t in (1, 2):
+        s = g.get(f"seastar: sample, {t} thread(s)")
+        ps = {p: g.get(f"{p}: sample, {t} thread(s)") for p in ("dgl", "pyg")}
+        ps = {p: v for p, v in ps.items() if v}
+        if s and ps:
+            best = max(ps, key=lambda p: _med(ps[p], "seeds_per_s"))
+            ratio = _med(s, "seeds_per_s") / _med(ps[best], "seeds_per_s")
+            rows.append(dict(row=f"sampling, {t} thread(s)", seastar_seeds_per_s=_med(s, "seeds_per_s"),
+                             peers_seeds_per_s={p: _med(v, "seeds_per_s") for p, v in ps.items()}, best_peer=best,
+                             ratio=ratio, text=f"sampling, {t} thread(s): seastar {_med(s, 'seeds_per_s'):.0f} "
+                             f"seeds/s vs {best} {_med(ps[best], 'seeds_per_s'):.0f}: {ratio:.2f}x"))
+    models = sorted({r["cfg"]["model"] for r in rounds if r["cfg"]["kind"] == "train"})
+    for m in models:
+        s = g.get(f"seastar: train {m}, prefetch=2, 1 thread(s)")
+        ps = {p: g.get(f"{p}: train {m}, 1 thread(s)") for p in ("dgl", "pyg")}
+        ps = {p: v for p, v in ps.items() if v}
+        if not (s and ps):
+            continue
+        fast = min(ps, key=lambda p: _med(ps[p], "seconds"))
+        lean = min(ps, key=lambda p: _med(ps[p], "peak_mb_above_dataset"))
+        row = dict(row=f"train {m}, 1 thread", best_peer=fast, leanest_peer=lean,
+                   seastar={k: _med(s, k) for k in TRAIN_KEYS},
+                   peers={p: {k: _med(v, k) for k in TRAIN_KEYS} for p, v in ps.items()})
+        pf, pl, ss_ = row["peers"][fast], row["peers"][lean], row["seastar"]
+        row["time_ratio"] = pf["seconds"] / ss_["seconds"]
+        row["sampling_ratio"] = pf["sample_s"] / ss_["sample_s"] if ss_["sample_s"] else None
+        row["memory_ratio"] = pl["peak_mb_above_dataset"] / max(ss_["peak_mb_above_dataset"], 1e-9)
+        row["text"] = (f"train {m}: seastar {ss_['seconds']:.2f} s (sampling {ss_['sample_s']:.2f} s on its thread, "
+                       f"compute {ss_['compute_s']:.2f} s, acc {ss_['test_accuracy']:.3f}) vs {fast} "
+                       f"{pf['seconds']:.2f} s (sampling {pf['sample_s']:.2f} s, compute {pf['compute_s']:.2f} s, "
+                       f"acc {pf['test_accuracy']:.3f}): {row['time_ratio']:.2f}x; peak "
+                       f"+{ss_['peak_mb_above_dataset']:.0f} MB vs {lean} +{pl['peak_mb_above_dataset']:.0f} MB: "
+                       f"{row['memory_ratio']:.2f}x")
+        rows.append(row)
+    return rows
+
+
+def _peer_runners(wanted, args):
+    """{peer: {"python", "env"}} for the peers that can run, and a note for each peer."""
+    import _peer_env
+    runners, notes = {}, {}
+    if "dgl" in wanted:
+        env = _peer_env.dgl_python(install=not args.no_install)
+        if env["python"]:
+            runners["dgl"] = dict(python=env["python"])
+            notes["dgl"] = dict(status="measured", versions=env["versions"], environment=env["source"])
+        else:
+            notes["dgl"] = dict(status="not measured", reason=env["reason"])
+    if "pyg" in wanted:
+        info = _peer_env.pyg_sampler_path(build=not args.no_install)
+        if info["path"]:
+            runners["pyg"] = dict(python=sys.executable, env=dict(
+                PYTHONPATH=os.pathsep.join(p for p in (info["path"], os.environ.get("PYTHONPATH")) if p)))
+            notes["pyg"] = dict(status="measured", sampler=info)
+        else:
+            notes["pyg"] = dict(status="not measured", reason=info["reason"])
+    return runners, notes
 
 
 if __name__ == "__main__":

@@ -76,6 +76,7 @@ TARGET_SPEEDUP, TARGET_MEMORY_RATIO = 3.0, 5.0  # aimed at (issue 6), reported, 
 # ---- memory ----------------------------------------------------------------------------------------
 
 from _proc_memory import hwm_mb, maxrss_mb, reset_peak, rss_mb, vm_bytes  # noqa: E402  (benchmarks/, this script's folder)
+from _spawn import spawn_json  # noqa: E402
 
 
 def limit_memory(budget_gb: float) -> None:
@@ -342,21 +343,15 @@ def child_main(cfg: dict) -> None:
 # ---- parent -----------------------------------------------------------------------------------------
 
 def spawn(cfg: dict, timeout: float) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS=str(cfg["threads"]), MKL_NUM_THREADS=str(cfg["threads"]))
-    t0 = time.perf_counter()
-    try:
-        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(cfg)],
-                           capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return dict(status="timeout", error=f"did not finish within {timeout:.0f} s", wall_s=time.perf_counter() - t0)
-    wall = time.perf_counter() - t0
-    lines = [ln for ln in r.stdout.strip().splitlines() if ln.startswith("{")]
-    if r.returncode != 0 or not lines:
-        killed = r.returncode in (-9, 137)
-        return dict(status="oom" if killed else "error", returncode=r.returncode,
-                    error=(r.stderr or r.stdout)[-1500:], wall_s=wall)
-    res = json.loads(lines[-1])
-    res["wall_s"] = wall
+    """One child (``_spawn.spawn_json``), its failures in this script's vocabulary (oom / error)."""
+    res = spawn_json(os.path.abspath(__file__), cfg, cfg["threads"], timeout)
+    res["wall_s"] = res.pop("child_wall_s")
+    if res.get("status") in ("killed", "failed"):
+        res = dict(status="oom" if res.get("returncode") in (-9, 137) else "error",
+                   returncode=res.get("returncode"), error=res.get("stderr_tail") or res["reason"],
+                   wall_s=res["wall_s"])
+    elif res.get("status") == "timeout":
+        res = dict(status="timeout", error=f"did not finish within {timeout:.0f} s", wall_s=res["wall_s"])
     return res
 
 

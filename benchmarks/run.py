@@ -1,27 +1,42 @@
-"""Seastar against PyTorch Geometric and unfused torch: time, memory, bandwidth, with plots.
+"""Seastar against its peers (DGL, PyTorch Geometric, unfused torch): time, memory, bandwidth, plots.
 
-    python benchmarks/run.py --out results/ [--quick] [--device cpu|cuda] [--threads N]
-                             [--max-nodes N] [--widths 16,64,256] [--layers gcn,gat,sage,appnp]
+    python benchmarks/run.py --out results/ [--quick] [--device cpu|cuda] [--threads 1,2]
+                             [--max-nodes N] [--widths 16,64,256] [--layers gcn,gat,sage,gin,appnp]
+                             [--impls fused,unfused,pyg,pyg_csr,pyg_compile,dgl] [--rounds R]
+    python benchmarks/run.py --peers [--graphs pl100k] [--threads 1] [--rounds 3] ...
 
-Workloads: GCN, GAT (4 heads x F/4), GraphSAGE-mean and APPNP (K=10) on Cora, Citeseer and
-R-MAT power-law graphs (``seastar.datasets.power_law_graph``, average in-degree 20) of 10k, 100k
-and 1M vertices, at feature widths 16, 64 and 256 (random features; layer F -> F, then ReLU and
-a linear head to 16 classes). Implementations, all in the same run with the same thread count:
+Workloads: GCN, GAT (4 heads x F/4), GraphSAGE-mean, GIN (sum, MLP) and APPNP (K=10) on Cora,
+Citeseer and R-MAT power-law graphs (``seastar.datasets.power_law_graph``, average in-degree 20)
+of 10k, 100k and 1M vertices, at feature widths 16, 64 and 256 (random features; layer F -> F,
+then ReLU and a linear head to 16 classes). Implementations, all in the same run with the same
+thread count, each configuration in its own process:
 
 * ``fused``: seastar's layer with its generated kernels (``backend="fused"``);
 * ``unfused``: the same layer with ``backend="reference"``, the plain-torch gather / index_add
   formulation (what message passing in PyG does internally);
-* ``pyg``: PyTorch Geometric's GCNConv / GATConv / SAGEConv / APPNP with matching settings.
+* ``pyg``: PyTorch Geometric's GCNConv / GATConv / SAGEConv / GINConv / APPNP on ``edge_index``;
+* ``pyg_csr``: the same PyG layers on a ``torch.sparse`` CSR ``adj_t`` (PyG's memory-efficient
+  SpMM path; GAT has none);
+* ``pyg_compile``: ``pyg`` under ``torch.compile`` (the compiling first epoch is not timed);
+* ``dgl``: DGL 2.1's GraphConv / GATConv / SAGEConv / GINConv / APPNPConv, run by the
+  interpreter of a separate environment (``benchmarks/requirements-dgl.txt``: DGL 2.1 needs
+  torch 2.2), which the suite creates on first use under ``~/.cache/seastar/`` (``_peer_env.py``).
 
-Every configuration runs in its own subprocess (``_child.py`` documents what is measured).
+``--peers`` is the comparison against all of them: the 100k and 1M graphs, every layer, F=16
+and 64, 1 and 2 threads, 3 interleaved rounds (each round runs every configuration once, the
+implementations of a row in rotating order), into ``benchmarks/results/peers/``; the report
+gives the median over rounds with the spread (min-max) and seastar's ratio against the best
+peer of each row (the fastest, and separately the leanest, of DGL, PyG, PyG-CSR, PyG+compile).
+
 Before a configuration runs, its peak memory is estimated (an analytic bytes model, and the
 measurement on the next smaller graph scaled by the edge count) and so is its wall time (the
 smaller graph's, scaled); it is skipped, with the reason recorded, when either exceeds
 ``--mem-budget-gb`` or ``--timeout``. Writes ``results.json``, ``results.md`` and PNG plots.
 
 PyG and matplotlib come from ``benchmarks/requirements.txt``; they are installed into this
-interpreter when missing (unless ``--no-install``), and the suite runs without them when that
-fails (PyG recorded as unavailable, no plots).
+interpreter when missing (unless ``--no-install``, which also keeps the DGL environment from
+being created), and the suite runs without them when that fails (recorded as unavailable, no
+plots).
 """
 from __future__ import annotations
 
@@ -40,6 +55,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+from _spawn import spawn_json  # noqa: E402  (this folder)
+
 GRAPHS = {  # name -> (label, number of vertices or None for a dataset)
     "cora": ("Cora", None),
     "citeseer": ("Citeseer", None),
@@ -48,13 +65,11 @@ GRAPHS = {  # name -> (label, number of vertices or None for a dataset)
     "pl1m": ("power law 1M", 1_000_000),
 }
 AVG_DEGREE = 20
-LAYERS = ("gcn", "gat", "sage", "appnp")
-IMPLS = ("fused", "unfused", "pyg")
-
-DGL_KNOWN = ("PyPI's newest dgl (2.1.0) ships its graphbolt C++ library only for torch 2.0.0-2.2.1; "
-             "import fails with FileNotFoundError: Cannot find DGL C++ graphbolt library at "
-             ".../dgl/graphbolt/libgraphbolt_pytorch_2.11.0.so")
-
+LAYERS = ("gcn", "gat", "sage", "gin", "appnp")
+IMPLS = ("fused", "unfused", "pyg", "pyg_csr", "pyg_compile", "dgl")
+CLASSIC_IMPLS = "fused,unfused,pyg"
+PEER_GRAPHS, PEER_WIDTHS, PEER_THREADS, PEER_ROUNDS = "pl100k,pl1m", "16,64", "1,2", 3
+NO_CSR = {"gat": "PyG's GATConv has no torch.sparse adj_t path (its attention needs the edge list)"}
 
 def log(msg: str) -> None:
     print(msg, flush=True)
@@ -106,38 +121,20 @@ def ensure_deps(args) -> dict:
         status["matplotlib"] = matplotlib.__version__
     else:
         status["matplotlib"] = "unavailable: no plots"
-    status["dgl"] = dgl_status(args)
     return status
 
 
-def dgl_status(args) -> str:
-    if _importable("dgl"):
-        ok, out = _probe("import dgl; print(dgl.__version__)")
-        return f"importable {out} (not benchmarked)" if ok else f"not importable against this torch: {out}"
-    if not args.try_dgl:
-        return (f"DGL: not installable against torch 2.11: {DGL_KNOWN} (not re-checked in this run; "
-                f"--try-dgl re-checks)")
-    # Install into a throw-away folder (not this venv) and try to import it.
-    target = tempfile.mkdtemp(prefix="seastar-dgl-")
-    try:
-        steps = [["--no-deps", "dgl", "torchdata==0.7.1"], ["pandas", "pydantic", "pyyaml", "scipy"]]
-        for extra in steps:
-            r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", target] + extra,
-                               capture_output=True, text=True, timeout=240)
-            if r.returncode != 0:
-                tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["?"]
-                return f"DGL: not installable against torch 2.11: pip install failed: {tail[0]}"
-        env = dict(os.environ, PYTHONPATH=target)
-        ok, out = _probe("import dgl, dgl.nn; print(dgl.__version__)", env=env)
-        if ok:
-            return f"DGL {out} imports against this torch (installed in a scratch folder; not benchmarked)"
-        import torch
-        out = out.replace(target, "<scratch folder>")
-        return f"DGL: not installable against torch {torch.__version__.split('+')[0]}: import fails: {out}"
-    except (subprocess.TimeoutExpired, OSError) as exc:
-        return f"DGL: not installable against torch 2.11: {exc}"
-    finally:
-        shutil.rmtree(target, ignore_errors=True)
+def dgl_status(args, impls) -> dict:
+    """``{"python": interpreter or None, "status": a line for the report}`` of the DGL peer."""
+    if "dgl" not in impls:
+        return dict(python=None, status="DGL: not run (not in --impls)")
+    import _peer_env
+    env = _peer_env.dgl_python(install=not args.no_install, timeout=args.install_timeout * 3)
+    if env["python"] is None:
+        return dict(python=None, status=f"DGL: unavailable: {env['reason']}")
+    v = env["versions"]
+    return dict(python=env["python"], versions=v,
+                status=f"DGL {v['dgl']} (torch {v['torch']}, numpy {v['numpy']}) in its own environment {env['source']}")
 
 
 # -- graphs ------------------------------------------------------------------------------------
@@ -170,15 +167,22 @@ def prepare_graphs(names, workdir) -> dict:
 # gradients in backward (GAT also keeps per-head scores, counted in the E'*H term). APPNP in
 # PyG keeps what autograd saves for each of its K steps. Fused kernels materialise no E*F
 # tensor. Rough on purpose: an upper bound to decide what to skip, not a prediction.
+# PyG on a CSR adj_t and DGL run SpMM kernels (no E'*F tensor) except GAT, whose per-edge
+# scores DGL keeps; torch.compile's PyG keeps about what eager PyG does.
 EDGE_TENSORS = {("unfused", "gcn"): 4, ("unfused", "gat"): 5, ("unfused", "sage"): 3, ("unfused", "appnp"): 4,
-                ("pyg", "gcn"): 4, ("pyg", "gat"): 5, ("pyg", "sage"): 3, ("pyg", "appnp"): 2 + 10}
+                ("unfused", "gin"): 3,
+                ("pyg", "gcn"): 4, ("pyg", "gat"): 5, ("pyg", "sage"): 3, ("pyg", "appnp"): 2 + 10, ("pyg", "gin"): 3}
+ESTIMATE_AS = {"pyg_compile": "pyg"}
 
 
 def estimate_bytes(layer, impl, N, E, F) -> int:
+    impl = ESTIMATE_AS.get(impl, impl)
     Ep = E + N
     vertex = N * F * 4 * 16 + N * 16 * 4 * 4  # x, conv input/output, their grads, head
     if impl == "pyg":
         graph = Ep * 8 * 2 * 2 + Ep * 8  # edge_index (+ self-loop copy), weights
+    elif impl in ("pyg_csr", "dgl"):
+        graph = Ep * 8 * 2 * 3 + Ep * 4 * 2  # int64 COO / CSR / CSC, values, normalised copy
     else:
         graph = Ep * 4 * 6 * 2 + Ep * 12  # COO, CSC, CSR with edge ids; + self-loop copy; norm
         if impl == "unfused":
@@ -186,7 +190,7 @@ def estimate_bytes(layer, impl, N, E, F) -> int:
     edge = EDGE_TENSORS.get((impl, layer), 0) * Ep * F * 4
     if layer == "appnp":
         vertex += 10 * N * F * 4 * 2  # every step's output (and its gradient) is kept for backward
-    if layer == "gat" and impl != "fused":
+    if layer == "gat" and impl not in ("fused", "pyg_csr"):
         edge += 8 * Ep * 4 * 4  # per-head scores, softmax, their gradients
     return int(vertex + graph + edge)
 
@@ -203,11 +207,13 @@ def mem_available_gb() -> float:
 
 
 # -- running children --------------------------------------------------------------------------
-def run_child(cfg: dict, timeout: float, env_extra=None, retries: int = 2) -> dict:
-    """Runs one child; retries after a minute when seastar's extension is being rebuilt (a
-    shared tree: the .so can be momentarily missing or truncated)."""
+def run_child(cfg: dict, timeout: float, env_extra=None, retries: int = 2, python: str = None) -> dict:
+    """Runs one child (``_spawn.spawn_json``; ``python``: another interpreter, the DGL
+    environment's); retries after a minute when seastar's extension is being rebuilt (a shared
+    tree: the .so can be momentarily missing or truncated)."""
     for attempt in range(retries + 1):
-        res = _run_child_once(cfg, timeout, env_extra)
+        res = spawn_json(os.path.join(HERE, "run.py"), cfg, cfg["threads"], timeout, python=python,
+                         env_extra=env_extra)
         transient = res["status"] == "failed" and ("_C" in res.get("reason", "") or "seastar._C" in
                                                    res.get("stderr_tail", "")) and "ImportError" in res.get("reason", "")
         if not transient or attempt == retries:
@@ -217,30 +223,8 @@ def run_child(cfg: dict, timeout: float, env_extra=None, retries: int = 2) -> di
     return res
 
 
-def _run_child_once(cfg: dict, timeout: float, env_extra=None) -> dict:
-    env = dict(os.environ)
-    env.update({"OMP_NUM_THREADS": str(cfg["threads"]), "MKL_NUM_THREADS": str(cfg["threads"])})
-    env.update(env_extra or {})
-    cmd = [sys.executable, os.path.join(HERE, "run.py"), "--child", json.dumps(cfg)]
-    t0 = time.perf_counter()
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return dict(status="timeout", reason=f"exceeded the per-config timeout of {timeout:.0f} s",
-                    child_wall_s=time.perf_counter() - t0)
-    lines = [ln for ln in r.stdout.strip().splitlines() if ln.startswith("{")]
-    if r.returncode != 0 or not lines:
-        err = (r.stderr or "").strip().splitlines()
-        reason = err[-1] if err else f"exit code {r.returncode}"
-        if r.returncode < 0 or r.returncode == 137:
-            reason = f"killed (signal {-r.returncode if r.returncode < 0 else 9}; out of memory?)"
-        return dict(status="failed", reason=reason[:400], stderr_tail="\n".join(err[-15:])[-3000:],
-                    child_wall_s=time.perf_counter() - t0)
-    return json.loads(lines[-1])
-
-
 def _train_key(r):
-    return (r["layer"], r["width"], r["impl"], r["device"])
+    return (r["layer"], r["width"], r["impl"], r["device"], r["threads"])
 
 
 def plan_skip(cfg, graph, done, args, budget_bytes):
@@ -278,15 +262,26 @@ def parse_args(argv=None):
                     help="smoke run: Cora, GCN + GAT, F=16, 2 repeats, fused vs unfused (+ PyG if importable)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (fused configurations the build cannot run there are recorded as unavailable; "
                          "latency and roofline runs are CPU-only)")
-    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for every implementation")
-    ap.add_argument("--graphs", default="cora,citeseer,pl10k,pl100k,pl1m", help=f"subset of {','.join(GRAPHS)}")
+    ap.add_argument("--threads", default=None,
+                    help=f"thread counts, each run by every implementation (default: {os.cpu_count()}; --peers: "
+                         f"{PEER_THREADS})")
+    ap.add_argument("--graphs", default=None,
+                    help=f"subset of {','.join(GRAPHS)} (default: all; --peers: {PEER_GRAPHS})")
     ap.add_argument("--max-nodes", type=int, default=1_000_000, help="largest power-law graph to run")
-    ap.add_argument("--widths", default="16,64,256", help="feature widths")
+    ap.add_argument("--widths", default=None, help=f"feature widths (default: 16,64,256; --peers: {PEER_WIDTHS})")
     ap.add_argument("--max-ef", type=float, default=None,
                     help="skip configurations with edges x width above this (e.g. 3.2e8: the 1M graph at F=16 only)")
     ap.add_argument("--layers", default=",".join(LAYERS), help=f"subset of {','.join(LAYERS)}")
-    ap.add_argument("--impls", default=",".join(IMPLS), help=f"subset of {','.join(IMPLS)}")
-    ap.add_argument("--repeats", type=int, default=3, help="timed epochs and forward passes (median reported)")
+    ap.add_argument("--impls", default=None,
+                    help=f"subset of {','.join(IMPLS)} (default: all; --quick: {CLASSIC_IMPLS})")
+    ap.add_argument("--repeats", type=int, default=3, help="timed epochs and forward passes per process (median)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help=f"interleaved rounds: every configuration once per round, one process each; the "
+                         f"report gives the median over rounds and the spread (default 1; --peers: {PEER_ROUNDS})")
+    ap.add_argument("--peers", action="store_true",
+                    help="the peer comparison: the 100k and 1M graphs, every layer and implementation, F=16 and 64, "
+                         "1 and 2 threads, 3 rounds, no latency or roofline runs, into benchmarks/results/peers "
+                         "(each of these can be narrowed with its own flag)")
     ap.add_argument("--warmup", type=int, default=0, help="untimed epochs besides the first (always untimed)")
     ap.add_argument("--timeout", type=float, default=300, help="per-configuration wall-time limit, seconds")
     ap.add_argument("--mem-budget-gb", type=float, default=None,
@@ -301,8 +296,8 @@ def parse_args(argv=None):
     ap.add_argument("--no-pyg", action="store_true", help="do not run PyG even when it is installed")
     ap.add_argument("--no-install", action="store_true", help="never pip-install benchmarks/requirements.txt")
     ap.add_argument("--install-timeout", type=float, default=600)
-    ap.add_argument("--try-dgl", action="store_true",
-                    help="pip-install dgl into a scratch folder and try to import it (recorded, not benchmarked)")
+    ap.add_argument("--append", action="store_true",
+                    help="merge into --out/results.json: keep its records of configurations this run does not measure")
     ap.add_argument("--report-only", action="store_true",
                     help="re-render results.md, the ratios and the plots from --out/results.json")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -312,6 +307,27 @@ def parse_args(argv=None):
         args.repeats, args.warmup = 2, 0
         args.latency_layers = args.latency_layers or "gcn"
         args.roofline_impls = "fused"
+        args.impls = args.impls or CLASSIC_IMPLS
+    if args.peers:
+        args.graphs = args.graphs or PEER_GRAPHS
+        args.widths = args.widths or PEER_WIDTHS
+        args.threads = args.threads or PEER_THREADS
+        args.rounds = args.rounds or PEER_ROUNDS
+        args.no_latency = args.no_roofline = True
+        if args.out == os.path.join(ROOT, "results"):
+            args.out = os.path.join(HERE, "results", "peers")
+    args.graphs = args.graphs or ",".join(GRAPHS)
+    args.widths = args.widths or "16,64,256"
+    args.impls = args.impls or ",".join(IMPLS)
+    args.rounds = args.rounds or 1
+    args.thread_counts = [int(t) for t in (args.threads or str(os.cpu_count())).split(",") if t]
+    args.threads = args.thread_counts[0]  # latency and roofline runs
+    for i in args.impls.split(","):
+        if i not in IMPLS:
+            raise SystemExit(f"unknown implementation {i!r}; choose from {', '.join(IMPLS)}")
+    for lay in args.layers.split(","):
+        if lay not in LAYERS:
+            raise SystemExit(f"unknown layer {lay!r}; choose from {', '.join(LAYERS)}")
     return args
 
 
@@ -327,15 +343,19 @@ def main(argv=None) -> int:
     if args.report_only:
         return report_only(out)
     deps = ensure_deps(args)
-    log(f"[deps] PyG: {deps['pyg']}; matplotlib: {deps['matplotlib']}")
-    log(f"[deps] {deps['dgl']}")
-    have_pyg = not deps["pyg"].startswith("unavailable")
-
     widths = [int(w) for w in args.widths.split(",") if w]
     layers = [lay for lay in args.layers.split(",") if lay]
     impls = [i for i in args.impls.split(",") if i]
+    dgl_env = dgl_status(args, impls)
+    deps["dgl"] = dgl_env["status"]
+    deps["dgl_versions"] = dgl_env.get("versions")
+    log(f"[deps] PyG: {deps['pyg']}; matplotlib: {deps['matplotlib']}")
+    log(f"[deps] {deps['dgl']}")
+    have_pyg = not deps["pyg"].startswith("unavailable")
     if not have_pyg:
-        impls = [i for i in impls if i != "pyg"]
+        impls = [i for i in impls if not i.startswith("pyg")]
+    if dgl_env["python"] is None:
+        impls = [i for i in impls if i != "dgl"]
     names = [g for g in args.graphs.split(",") if g]
     for g in names:
         if g not in GRAPHS:
@@ -370,27 +390,10 @@ def main(argv=None) -> int:
                     else:
                         log(f"[latency] {layer} {phase}: {res['status']}: {res.get('reason')}")
 
-        # 2. training epochs and forward passes
-        train = []
-        for gname in order:
-            graph = graphs[gname]
-            for layer in layers:
-                for width in widths:
-                    for impl in impls:
-                        cfg = dict(base, kind="train", layer=layer, width=width, impl=impl, **_graph_fields(graph))
-                        rec = dict(layer=layer, width=width, impl=impl, device=args.device, graph=gname,
-                                   graph_label=graph["label"], num_nodes=graph["num_nodes"],
-                                   num_edges=graph["num_edges"],
-                                   est_peak_mb=estimate_bytes(layer, impl, graph["num_nodes"], graph["num_edges"],
-                                                              width) / 2**20)
-                        why = plan_skip(rec, graph, train, args, budget)
-                        if why:
-                            rec.update(status="skipped", reason=why)
-                            log(f"[train] {graph['label']:>15} {layer:5s} F={width:<3d} {impl:7s}: skipped: {why}")
-                        else:
-                            rec.update(run_child(cfg, args.timeout))
-                            _log_train(rec)
-                        train.append(rec)
+        # 2. training epochs and forward passes: every configuration once per round, the
+        # implementations of a row in rotating order, so that a slow spell of the (shared)
+        # machine falls on all of them rather than on one
+        train = run_training(args, graphs, order, layers, widths, impls, base, budget, dgl_env["python"])
 
         # 3. roofline of the aggregation programs
         roofline = []
@@ -401,6 +404,9 @@ def main(argv=None) -> int:
             meta=_meta(args, deps, budget_gb, skipped_graphs, t_start, widths, layers, names),
             train=train, latency=latency, roofline=roofline)
         results["meta"]["wall_s"] = time.perf_counter() - t_start
+        results["meta"]["load_average_at_end"] = _loadavg()
+        if args.append:
+            merge_previous(results, out)
         results["meta"]["plots"] = []
         write_report(results, out, with_plots=not deps["matplotlib"].startswith("unavailable"))
         plots = results["meta"]["plots"]
@@ -409,6 +415,48 @@ def main(argv=None) -> int:
         return 0
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_training(args, graphs, order, layers, widths, impls, base, budget, dgl_python):
+    train, plans = [], {}
+    for rnd in range(args.rounds):
+        row_index = 0
+        for gname in order:
+            graph = graphs[gname]
+            for threads in args.thread_counts:
+                for layer in layers:
+                    for width in widths:
+                        k = (rnd + row_index) % len(impls)
+                        row_index += 1
+                        for impl in impls[k:] + impls[:k]:
+                            rec = _train_one(args, graph, gname, layer, width, impl, threads, rnd, base, budget,
+                                             dgl_python, train, plans)
+                            train.append(rec)
+    return train
+
+
+def _train_one(args, graph, gname, layer, width, impl, threads, rnd, base, budget, dgl_python, done, plans):
+    rec = dict(layer=layer, width=width, impl=impl, device=args.device, threads=threads, round=rnd, graph=gname,
+               graph_label=graph["label"], num_nodes=graph["num_nodes"], num_edges=graph["num_edges"],
+               est_peak_mb=estimate_bytes(layer, impl, graph["num_nodes"], graph["num_edges"], width) / 2**20)
+    key = (gname,) + _train_key(rec)
+    if impl == "pyg_csr" and layer in NO_CSR:
+        rec.update(status="unavailable", reason=NO_CSR[layer])
+        return rec
+    if key not in plans:  # decided in the first round, from the smaller graphs' first-round runs
+        plans[key] = plan_skip(rec, graph, [r for r in done if r["round"] == 0], args, budget)
+    if plans[key]:
+        rec.update(status="skipped", reason=plans[key])
+        if rnd == 0:
+            log(f"[train] {graph['label']:>15} {layer:5s} F={width:<3d} t={threads} {impl:11s}: skipped: {plans[key]}")
+        return rec
+    cfg = dict(base, kind="train", layer=layer, width=width, impl=impl, threads=threads, **_graph_fields(graph))
+    rec["load_1min"] = (_loadavg() or [None])[0]
+    rec.update(run_child(cfg, args.timeout, python=dgl_python if impl == "dgl" else None))
+    if rec["status"] != "ok" and rnd == 0 and rec["status"] != "unavailable":
+        plans[key] = f"failed in round 0: {rec['status']}: {rec.get('reason', '')}"[:300]
+    _log_train(rec)
+    return rec
 
 
 def write_report(results, out, with_plots=True):
@@ -421,6 +469,30 @@ def write_report(results, out, with_plots=True):
         json.dump(results, fh, indent=1)
     with open(os.path.join(out, "results.md"), "w") as fh:
         fh.write(_report.markdown(results))
+
+
+def merge_previous(results, out) -> None:
+    """--append: keeps the records of the previous results.json in ``out`` that this run did
+    not measure again (same graph, layer, width, threads and implementation), and its runs'
+    metadata under ``meta["previous_runs"]``."""
+    path = os.path.join(out, "results.json")
+    if not os.path.exists(path):
+        return
+    with open(path) as fh:
+        prev = json.load(fh)
+
+    def key(r):
+        return (r["graph"], r["layer"], r["width"], r.get("threads"), r["impl"])
+    fresh = {key(r) for r in results["train"]}
+    kept = [r for r in prev.get("train", []) if key(r) not in fresh]
+    results["train"] = kept + results["train"]
+    pm = dict(prev.get("meta", {}))
+    runs = pm.pop("previous_runs", [])
+    results["meta"]["previous_runs"] = runs + [{k: pm.get(k) for k in ("command", "date", "wall_s", "rounds",
+                                                                       "load_average_at_start",
+                                                                       "load_average_at_end")}]
+    for k in ("latency", "roofline"):
+        results[k] = results[k] or prev.get(k, [])
 
 
 def report_only(out) -> int:
@@ -452,7 +524,8 @@ def _graph_fields(graph):
 
 
 def _log_train(rec):
-    head = f"[train] {rec['graph_label']:>15} {rec['layer']:5s} F={rec['width']:<3d} {rec['impl']:7s}:"
+    head = (f"[train] r{rec.get('round', 0)} {rec['graph_label']:>15} {rec['layer']:5s} F={rec['width']:<3d} "
+            f"t={rec.get('threads')} {rec['impl']:11s}:")
     if rec["status"] == "ok":
         log(f"{head} epoch {rec['epoch_ms']:9.1f} ms, forward {rec['forward_ms']:8.1f} ms, "
             f"peak {rec['peak_mem_mb']:7.0f} MB (anon {rec['anon_peak_mb']:.0f}, est. {rec['est_peak_mb']:.0f}), "
@@ -500,6 +573,13 @@ def run_roofline(args, graphs, order, widths, impls, budget):
     return rows
 
 
+def _loadavg():
+    try:
+        return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
+    except OSError:
+        return None
+
+
 def _meta(args, deps, budget_gb, skipped_graphs, t_start, widths, layers, names):
     import torch
     cpu = platform.processor()
@@ -513,13 +593,15 @@ def _meta(args, deps, budget_gb, skipped_graphs, t_start, widths, layers, names)
         pass
     return dict(
         command=" ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]) if sys.argv else "",
-        quick=args.quick, device=args.device, threads=args.threads, cpu=cpu, cpu_count=os.cpu_count(),
+        quick=args.quick, device=args.device, threads=args.thread_counts, rounds=args.rounds, impls=args.impls,
+        cpu=cpu, cpu_count=os.cpu_count(), load_average_at_start=_loadavg(),
         torch=torch.__version__, python=platform.python_version(), deps=deps,
         pyg=deps["pyg"], dgl=deps["dgl"], repeats=args.repeats, warmup=args.warmup, timeout_s=args.timeout,
         mem_budget_gb=budget_gb, widths=widths, layers=layers, graphs=names,
         graphs_not_run={g: f"more than --max-nodes={args.max_nodes} vertices" for g in skipped_graphs},
         model="conv(F -> F) -> ReLU -> Linear(F, 16); cross-entropy over all vertices; Adam(lr=0.01)",
-        hyper=dict(gat_heads=4, gat_channels="F/4", appnp_K=10, appnp_alpha=0.1, sage_aggr="mean"),
+        hyper=dict(gat_heads=4, gat_channels="F/4", appnp_K=10, appnp_alpha=0.1, sage_aggr="mean",
+                   gin="sum, eps=0, MLP Linear(F,F)-ReLU-Linear(F,F)"),
         date=time.strftime("%Y-%m-%d %H:%M:%S"))
 
 
