@@ -77,7 +77,8 @@ def measure(args) -> dict:
                 p.wait()
         for (name, t), ts in times.items():
             rows.append({"busy": busy, "what": name, "threads": t, "seconds": ts})
-    return {"config": vars(args), "load_after": os.getloadavg(), "rows": rows}
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    return {"config": config, "load_after": os.getloadavg(), "rows": rows}
 
 
 def report(result: dict) -> str:
@@ -113,7 +114,6 @@ def main() -> None:
     print(text)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        result["config"]["out"] = str(args.out)
         args.out.write_text(json.dumps(result, indent=1))
 
 
