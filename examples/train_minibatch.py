@@ -20,15 +20,17 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
+# seastar before torch: it shortens the spin of torch's OpenMP threads (seastar/_openmp_wait.py)
 try:
     import seastar as ss
 except ImportError:  # run from a checkout: python examples/train_minibatch.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
     import seastar as ss
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
 import seastar.nn as snn  # noqa: E402
 
 log = logging.getLogger("seastar.examples.train_minibatch")

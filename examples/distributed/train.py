@@ -28,16 +28,18 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
-from torch import nn
-
+# seastar before torch: it shortens the spin of torch's OpenMP threads (seastar/_openmp_wait.py)
 try:
     import seastar as ss
 except ImportError:  # run from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
     import seastar as ss
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
 from seastar.distributed import launch  # noqa: E402
 from seastar.distributed.fullgraph import PartitionedGraph, PartitionParallel, allreduce_gradients  # noqa: E402
 from seastar.distributed.minibatch import (DistributedNeighborLoader, PartitionedFeatures,  # noqa: E402
