@@ -525,12 +525,16 @@ void EmitterBase::reduction(int a, std::ostringstream& init, std::ostringstream&
     default:
       SEASTAR_THROW(NotImplementedError, "no fused rule for aggregation '", op_info(av.op).name, "'");
   }
-  store(fin, a, Operand{acc, L}, "c", S);
+  if (!unstored_.count(a)) store(fin, a, Operand{acc, L}, "c", S);
 }
 
 EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
   Traversal t;
   std::ostringstream passes;
+  unstored_.clear();
+  if (epilogue_reads_accumulators())
+    for (int a : k.epilogue_only)
+      if (accumulator_layout(m_.at(a)) == Layout::Whole) unstored_.insert(a);
   int last_pass = 0;
   for (int ps : k.pass) last_pass = std::max(last_pass, ps);
   for (int pass = 0; pass <= last_pass; ++pass) {
@@ -556,6 +560,7 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
     pre_.str("");
     body_.str("");
     std::ostringstream fin;
+    for (int a : unstored_) memo_[std::make_pair(a, std::string("c"))] = Operand{"acc" + std::to_string(a), Layout::Whole};
     for (int o : k.epilogue) store(fin, o, val(o, "c"), "c", numel(m_.at(o).shape));
     pass_barrier(passes);
     passes << "      // epilogue\n" << pre_.str() << fin.str();

@@ -114,6 +114,9 @@ class EmitterBase {
   /// Statements at the top of a traversal's edge loop that prefetch the neighbour rows a later
   /// edge reads (`rows`: buffer, elements per row, as read in this pass); "" for none (CUDA).
   virtual std::string prefetch(const std::vector<std::pair<int, int64_t>>& /*rows*/) const { return ""; }
+  /// Whether a traversal's epilogue reads Kernel::epilogue_only aggregations from their
+  /// accumulators (in scope for the whole centre: C++) instead of from their buffers.
+  virtual bool epilogue_reads_accumulators() const { return false; }
 
   const FusedPlan& p_;
   const ir::Module& m_;
@@ -125,6 +128,7 @@ class EmitterBase {
   std::ostringstream pre_, body_;           ///< per-centre and per-edge code of the current pass
   std::vector<std::pair<int, int64_t>> nbr_rows_;  ///< buffers read at the neighbour row in this pass
   Kernel::Kind kind_ = Kernel::Kind::Traverse;
+  std::set<int> unstored_;  ///< aggregations of the current traversal handed to its epilogue unstored
   ir::Group group_ = ir::Group::None;
 
  private:

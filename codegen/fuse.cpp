@@ -247,6 +247,29 @@ FusedPlan plan(const Module& input, bool bipartite) {
     Kernel& vm = sides[o] == Group::Src ? vmap_src : vmap;
     (v.space == Space::Edge ? emap : v.space == Space::Vertex ? vm : pmap).values.push_back(o);
   }
+  // the aggregations of a traversal that nothing but its own epilogue reads
+  {
+    std::vector<std::vector<int>> users(m.size());
+    for (const Value& v : m.values)
+      for (int in : v.inputs) users[in].push_back(v.id);
+    std::set<int> outs(m.outputs.begin(), m.outputs.end());
+    for (Kernel& k : p.kernels) {
+      if (k.kind != Kernel::Kind::Traverse || k.epilogue.empty()) continue;
+      std::set<int> in_epilogue;  // the values the epilogue computes (not through a reduction)
+      std::vector<int> stack(k.epilogue.begin(), k.epilogue.end());
+      while (!stack.empty()) {
+        const int id = stack.back();
+        stack.pop_back();
+        if (is_reduction(m.at(id)) || !in_epilogue.insert(id).second) continue;
+        stack.insert(stack.end(), m.at(id).inputs.begin(), m.at(id).inputs.end());
+      }
+      for (int a : k.values) {
+        if (is_row_reduction(m.at(a)) || outs.count(a) || users[a].empty()) continue;
+        if (std::all_of(users[a].begin(), users[a].end(), [&](int u) { return in_epilogue.count(u) > 0; }))
+          k.epilogue_only.push_back(a);
+      }
+    }
+  }
   for (Kernel* k : {&vmap, &vmap_src, &emap, &pmap})
     if (!k->values.empty()) p.kernels.push_back(*k);
 

@@ -47,6 +47,9 @@ struct Kernel {
   /// Traverse: vertex outputs computed per centre after the last pass, from this kernel's
   /// results at the centre (GCN's `d * sum(...)`), instead of by a separate per-vertex map.
   std::vector<int> epilogue;
+  /// Traverse: this kernel's aggregations that only its epilogue reads (not outputs): an emitter
+  /// may hand the epilogue the accumulator instead of storing it (their buffer then stays unwritten).
+  std::vector<int> epilogue_only;
 };
 
 /// A buffer the launcher passes to the kernels.
