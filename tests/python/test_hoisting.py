@@ -165,3 +165,4 @@ def test_the_source_product_is_stored_once(tmp_path, monkeypatch, graph_factory)
     # no edge weight through the edge ids, no d at the neighbour row (d is read at the centre only)
     assert "eid[j]" not in traversal.replace("e = eid[j]", "") and "n * 1)[0]" not in traversal, traversal
     assert "then per centre" in traversal, traversal  # d * sum is stored by the traversal itself
+    assert "o[k] = acc" not in traversal, traversal  # from the accumulator: the sum is never stored
