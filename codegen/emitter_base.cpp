@@ -364,10 +364,15 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
          << ind << "  }\n";
       break;
     }
-    default: {
+#define SEASTAR_CASES_Leaf 0
+#define SEASTAR_CASES_Unary 1
+#define SEASTAR_CASES_Binary 1
+#define SEASTAR_CASES_Gather 0
+#define SEASTAR_CASES_Aggregate 0
+#define SEASTAR_CASES_Other 0
+#include "core/ir/op_cases.inc"
+    {  // every elementwise op: ops.def's scalar expression
       const OpInfo& info = op_info(v.op);
-      if (info.kind != OpKind::Unary && info.kind != OpKind::Binary)
-        SEASTAR_THROW(NotImplementedError, "the emitter cannot compute '", info.name, "' here (", v.loc.str(), ")");
       Operand pa = val(v.inputs[0], row);
       Operand pb = info.kind == OpKind::Binary ? val(v.inputs[1], row) : Operand{};
       note_width(v);
@@ -401,6 +406,18 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
          << ind << "  }\n" << ind << "}\n";
       return memo_[key] = Operand{name, lay};
     }
+    // bound buffers, computed by the traversal or by their own kernels: never an expression here
+    case Op::input_vertex: case Op::input_edge: case Op::param: case Op::grad_output:
+    case Op::sum_rows: case Op::sum_rows_typed: case Op::softmax:
+#define SEASTAR_CASES_Leaf 0
+#define SEASTAR_CASES_Unary 0
+#define SEASTAR_CASES_Binary 0
+#define SEASTAR_CASES_Gather 0
+#define SEASTAR_CASES_Aggregate 1
+#define SEASTAR_CASES_Other 0
+#include "core/ir/op_cases.inc"
+      SEASTAR_THROW(NotImplementedError, "the emitter cannot compute '", op_info(v.op).name, "' here (", v.loc.str(),
+                    ")");
   }
   const bool split = lay == Layout::Split &&
                      (v.op == Op::expand || v.op == Op::matvec || v.op == Op::matvec_t || v.op == Op::outer);
@@ -522,7 +539,13 @@ void EmitterBase::reduction(int a, std::ostringstream& init, std::ostringstream&
              << " == " << B << " && e < " << A << ")) { " << B << " = " << X << "; " << A << " = e; }\n";
       break;
     }
-    default:
+#define SEASTAR_CASES_Leaf 1
+#define SEASTAR_CASES_Unary 1
+#define SEASTAR_CASES_Binary 1
+#define SEASTAR_CASES_Gather 1
+#define SEASTAR_CASES_Aggregate 0
+#define SEASTAR_CASES_Other 1
+#include "core/ir/op_cases.inc"
       SEASTAR_THROW(NotImplementedError, "no fused rule for aggregation '", op_info(av.op).name, "'");
   }
   if (!unstored_.count(a)) store(fin, a, Operand{acc, L}, "c", S);

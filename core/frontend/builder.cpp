@@ -1,6 +1,8 @@
 /** \file The Builder and the user-level handles; see builder.h. */
 #include "core/frontend/builder.h"
 
+#include <cmath>
+
 #include "core/passes/passes.h"
 #include "core/util/errors.h"
 
@@ -127,6 +129,37 @@ Var Builder::unary(Op op, const Var& x, double p0, double p1) {
   return append(std::move(v), x.elist());
 }
 
+Var Builder::elementwise(Op op, const std::vector<Var>& inputs, const std::vector<double>& params) {
+  const OpInfo& info = op_info(op);
+  std::string signature = std::string(info.name) + "(" + (info.arity == 2 ? "a, b" : "x");
+  for (const OpParam& p : info.params)
+    signature += ", " + p.name + (p.has_default ? "=" + print_number(p.default_value) : "");
+  signature += ")";
+  if (!info.is_public || (info.kind != OpKind::Unary && info.kind != OpKind::Binary))
+    fail(std::string("'") + info.name + "' is not a public elementwise op");
+  if (static_cast<int>(inputs.size()) != info.arity)
+    fail(signature + " takes " + std::to_string(info.arity) + " values, got " + std::to_string(inputs.size()));
+  if (params.size() > info.params.size())
+    fail(signature + " takes " + std::to_string(info.params.size()) + " parameters, got " +
+         std::to_string(params.size()));
+  double p[2] = {0, 0};
+  for (size_t i = 0; i < info.params.size(); ++i) {
+    if (i < params.size()) {
+      p[i] = params[i];
+    } else if (info.params[i].has_default) {
+      p[i] = info.params[i].default_value;
+    } else {
+      fail(signature + " needs '" + info.params[i].name + "'");
+    }
+    if (std::isnan(p[i])) fail(signature + ": '" + info.params[i].name + "' is NaN");
+  }
+  if (op == Op::clamp && !(p[0] <= p[1]))
+    fail("clamp needs min <= max, got " + print_number(p[0]) + " > " + print_number(p[1]));
+  if (op == Op::softplus && p[0] == 0) fail("softplus needs beta != 0");
+  if (info.kind == OpKind::Binary) return binary(op, inputs[0], inputs[1]);
+  return unary(op, inputs[0], p[0], p[1]);
+}
+
 Var Builder::binary(Op op, const Var& a0, const Var& b0) {
   if (a0.builder() != this || b0.builder() != this) fail("values from two different traces are combined");
   Group ea = a0.elist(), eb = b0.elist();
@@ -240,23 +273,6 @@ Var operator-(double a, const Var& b) { return scalar(b, a) - b; }
 Var operator*(double a, const Var& b) { return scalar(b, a) * b; }
 Var operator/(double a, const Var& b) { return scalar(b, a) / b; }
 
-Var exp(const Var& x) { return x.builder()->unary(Op::exp, x); }
-Var log(const Var& x) { return x.builder()->unary(Op::log, x); }
-Var sqrt(const Var& x) { return x.builder()->unary(Op::sqrt, x); }
-Var rsqrt(const Var& x) { return x.builder()->unary(Op::rsqrt, x); }
-Var abs(const Var& x) { return x.builder()->unary(Op::abs, x); }
-Var relu(const Var& x) { return x.builder()->unary(Op::relu, x); }
-Var leaky_relu(const Var& x, double slope) { return x.builder()->unary(Op::leaky_relu, x, slope); }
-Var elu(const Var& x, double alpha) { return x.builder()->unary(Op::elu, x, alpha); }
-Var sigmoid(const Var& x) { return x.builder()->unary(Op::sigmoid, x); }
-Var tanh(const Var& x) { return x.builder()->unary(Op::tanh, x); }
-Var pow(const Var& x, double e) { return x.builder()->unary(Op::pow, x, e); }
-Var clamp(const Var& x, double lo, double hi) {
-  if (!(lo <= hi)) x.builder()->fail("clamp needs lo <= hi, got " + std::to_string(lo) + " > " + std::to_string(hi));
-  return x.builder()->unary(Op::clamp, x, lo, hi);
-}
-Var maximum(const Var& a, const Var& b) { return a.builder()->binary(Op::maximum, a, b); }
-Var minimum(const Var& a, const Var& b) { return a.builder()->binary(Op::minimum, a, b); }
 Var feature_sum(const Var& x) { return x.builder()->reduce_features(Op::fsum, x); }
 Var feature_mean(const Var& x) { return x.builder()->reduce_features(Op::fmean, x); }
 Var feature_max(const Var& x) { return x.builder()->reduce_features(Op::fmax, x); }

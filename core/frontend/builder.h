@@ -80,6 +80,9 @@ class Builder {
   Var gather(const Var& vertex_value, ir::Group endpoint, ir::Group elist);
   Var unary(ir::Op op, const Var& x, double p0 = 0, double p1 = 0);
   Var binary(ir::Op op, const Var& a, const Var& b);  ///< inserts gathers for Vertex x Edge
+  /// A public elementwise op of ops.def by its row: `params` fill its parameters in order, the
+  /// row's defaults the rest; a wrong count or an invalid value fails naming the op's signature.
+  Var elementwise(ir::Op op, const std::vector<Var>& inputs, const std::vector<double>& params);
   Var reduce_features(ir::Op op, const Var& x);       ///< fsum / fmean / fmax over the last axis
   Var unsqueeze(const Var& x);
   Var matmul(const Var& x, const Var& w);             ///< x @ W (W a Param or a typed Param row)
@@ -184,20 +187,32 @@ Var operator-(double a, const Var& b);
 Var operator*(double a, const Var& b);
 Var operator/(double a, const Var& b);
 
-Var exp(const Var& x);
-Var log(const Var& x);
-Var sqrt(const Var& x);
-Var rsqrt(const Var& x);
-Var abs(const Var& x);
-Var relu(const Var& x);
-Var leaky_relu(const Var& x, double slope = 0.01);
-Var elu(const Var& x, double alpha = 1.0);
-Var sigmoid(const Var& x);
-Var tanh(const Var& x);
-Var pow(const Var& x, double exponent);
-Var clamp(const Var& x, double lo, double hi);
-Var maximum(const Var& a, const Var& b);
-Var minimum(const Var& a, const Var& b);
+// seastar::exp(x), seastar::leaky_relu(x, 0.2), seastar::maximum(a, b), ...: a function for every
+// public elementwise op of core/ir/ops.def, its parameters checked against the op's row
+#define SEASTAR_FN_Public_Unary(name)                            \
+  template <class... P>                                          \
+  Var name(const Var& x, P... params) {                          \
+    return x.builder()->elementwise(ir::Op::name, {x}, {static_cast<double>(params)...}); \
+  }
+#define SEASTAR_FN_Public_Binary(name) \
+  inline Var name(const Var& a, const Var& b) { return a.builder()->elementwise(ir::Op::name, {a, b}, {}); }
+#define SEASTAR_FN_Internal_Leaf(name)
+#define SEASTAR_FN_Internal_Unary(name)
+#define SEASTAR_FN_Internal_Binary(name)
+#define SEASTAR_FN_Internal_Gather(name)
+#define SEASTAR_FN_Internal_Aggregate(name)
+#define SEASTAR_FN_Internal_Other(name)
+#define SEASTAR_OP(name, kind, arity, expr, params, surface, ...) SEASTAR_FN_##surface##_##kind(name)
+#include "core/ir/ops.def"
+#undef SEASTAR_OP
+#undef SEASTAR_FN_Public_Unary
+#undef SEASTAR_FN_Public_Binary
+#undef SEASTAR_FN_Internal_Leaf
+#undef SEASTAR_FN_Internal_Unary
+#undef SEASTAR_FN_Internal_Binary
+#undef SEASTAR_FN_Internal_Gather
+#undef SEASTAR_FN_Internal_Aggregate
+#undef SEASTAR_FN_Internal_Other
 Var feature_sum(const Var& x);   ///< over the last feature axis (dot products: feature_sum(a * b))
 Var feature_mean(const Var& x);
 Var feature_max(const Var& x);

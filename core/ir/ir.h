@@ -15,20 +15,40 @@
 namespace seastar::ir {
 
 enum class Op {
-#define SEASTAR_OP(name, kind, arity, expr) name,
+#define SEASTAR_OP(name, ...) name,
 #include "core/ir/ops.def"
 #undef SEASTAR_OP
 };
 enum class OpKind { Leaf, Unary, Binary, Gather, Aggregate, Other };
 
+/// One scalar parameter of an op (p0, p1): its name and, if it has one, its default.
+struct OpParam {
+  std::string name;
+  bool has_default = false;
+  double default_value = 0;
+};
+
+/// A row of core/ir/ops.def.
 struct OpInfo {
   const char* name;
   OpKind kind;
   int arity;
-  const char* c_expr;
+  const char* c_expr;          ///< elementwise ops: the scalar expression over a, b, p0, p1 in type T
+  std::vector<OpParam> params;  ///< at most two (p0, p1)
+  bool is_public;              ///< seastar::name / seastar.name exist
+  const char* torch_ref;       ///< elementwise ops: the plain-torch expression of the reference backend
+  const char* doc;             ///< public ops: a one-line docstring
 };
 const OpInfo& op_info(Op op);
 bool op_from_name(const std::string& name, Op* out);
+int num_ops();
+const char* to_string(OpKind k);
+/// The shortest decimal form that reads back to the same double (0.2, not 0.20000000000000001).
+std::string print_number(double x);
+
+/// ops.def's expression of an elementwise op evaluated in double (constant folding); false for
+/// the other kinds.
+bool eval_elementwise(Op op, double a, double b, double p0, double p1, double* out);
 
 enum class DType { Float, Int };  ///< Float: the program's float type, chosen per call
 enum class Space { Vertex, Edge, Param };

@@ -159,6 +159,7 @@ class Differentiator {
         return;
       }
       case Op::eq: case Op::step: case Op::elu_grad: case Op::inside: case Op::cast: case Op::sign:
+      case Op::agg_argmax: case Op::agg_argmin:
         return;  // piecewise constant: zero gradient
       case Op::neg: accumulate(in(0), emit(Op::neg, {g})); return;
       case Op::exp: accumulate(in(0), mul(g, i)); return;
@@ -175,6 +176,16 @@ class Differentiator {
         accumulate(in(0), mul(g, mul(constant(v.p0), emit(Op::pow, {in(0)}, Group::None, v.p0 - 1))));
         return;
       case Op::clamp: accumulate(in(0), mul(g, emit(Op::inside, {in(0)}, Group::None, v.p0, v.p1))); return;
+      case Op::softplus: {
+        // torch's rule: 1 where beta * x > threshold (the op is x there), sigmoid(beta * x) elsewhere
+        int bx = mul(in(0), constant(v.p0));
+        int above = emit(Op::step, {emit(Op::sub, {bx, constant(v.p1)})}, Group::None, 0);
+        int below = mul(emit(Op::sub, {constant(1), above}), emit(Op::sigmoid, {bx}));
+        accumulate(in(0), mul(g, emit(Op::add, {above, below})));
+        return;
+      }
+      case Op::log1p: accumulate(in(0), emit(Op::div, {g, emit(Op::add, {constant(1), in(0)})})); return;
+      case Op::expm1: accumulate(in(0), mul(g, emit(Op::exp, {in(0)}))); return;
       case Op::fsum: case Op::fmean: {
         const Shape xs = m_.at(in(0)).shape;  // a copy: emit() may reallocate
         int gx = emit(Op::expand, {emit(Op::unsqueeze, {g})}, Group::None, 0, 0, xs);
@@ -204,10 +215,14 @@ class Differentiator {
           accumulate(in(0), emit(Op::sum_rows_typed, {g, in(1)}, Group::None, static_cast<double>(p.shape[0])));
         }
         return;
-      default:
-        SEASTAR_THROW(NotImplementedError, loc_.str(), ": no gradient rule for '", op_info(v.op).name,
-                      "' (second-order or internal op)");
+      case Op::input_vertex: case Op::input_edge: case Op::param: case Op::grad_output: case Op::constant:
+      case Op::edge_id: case Op::edge_type: case Op::node_type: case Op::degree:
+        return;  // leaves: their adjoints are the result
+      case Op::matvec_t: case Op::outer: case Op::sum_rows: case Op::sum_rows_typed: case Op::agg_softmax_sum:
+        break;  // made by autodiff or by codegen after it: a second derivative
     }
+    SEASTAR_THROW(NotImplementedError, loc_.str(), ": no gradient rule for '", op_info(v.op).name,
+                  "' (second-order or internal op)");
   }
 
   int emit_degree(Group group) {

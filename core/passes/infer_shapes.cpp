@@ -173,9 +173,16 @@ void infer_value(const Module& m, Value& v) {
       need_float(in(0), info.name);
       v.dtype = DType::Float, v.space = Space::Edge, v.shape = in(0).shape;
       return;
-    default:
-      SEASTAR_THROW(NotImplementedError, "no shape rule for '", info.name, "'");
+#define SEASTAR_CASES_Leaf 1
+#define SEASTAR_CASES_Unary 1
+#define SEASTAR_CASES_Binary 1
+#define SEASTAR_CASES_Gather 1
+#define SEASTAR_CASES_Aggregate 1
+#define SEASTAR_CASES_Other 0
+#include "core/ir/op_cases.inc"
+      break;  // typed by kind above
   }
+  SEASTAR_THROW(NotImplementedError, "no shape rule for '", info.name, "'");
 }
 
 void infer_shapes(Module& m) {

@@ -32,26 +32,6 @@ bool is_const(const Module& m, int id, double x) {
   return v.op == Op::constant && v.p0 == x;
 }
 
-bool fold(Op op, double a, double b, double p0, double p1, double* out) {
-  switch (op) {
-    case Op::add: *out = a + b; return true;
-    case Op::sub: *out = a - b; return true;
-    case Op::mul: *out = a * b; return true;
-    case Op::div: *out = a / b; return true;
-    case Op::maximum: *out = a > b ? a : b; return true;
-    case Op::minimum: *out = a < b ? a : b; return true;
-    case Op::neg: *out = -a; return true;
-    case Op::exp: *out = std::exp(a); return true;
-    case Op::log: *out = std::log(a); return true;
-    case Op::sqrt: *out = std::sqrt(a); return true;
-    case Op::rsqrt: *out = 1 / std::sqrt(a); return true;
-    case Op::abs: *out = std::fabs(a); return true;
-    case Op::pow: *out = std::pow(a, p0); return true;
-    case Op::clamp: *out = a < p0 ? p0 : (a > p1 ? p1 : a); return true;
-    default: return false;
-  }
-}
-
 std::string key(const Value& v) {
   std::ostringstream os;
   os.precision(17);
@@ -227,7 +207,7 @@ Module sweep(const Module& m) {
       bool all_const = true;
       for (int in : v.inputs) all_const = all_const && out.at(in).op == Op::constant;
       double r;
-      if (all_const && fold(v.op, out.at(v.inputs[0]).p0, v.inputs.size() > 1 ? out.at(v.inputs[1]).p0 : 0, v.p0, v.p1, &r)) {
+      if (all_const && eval_elementwise(v.op, out.at(v.inputs[0]).p0, v.inputs.size() > 1 ? out.at(v.inputs[1]).p0 : 0, v.p0, v.p1, &r)) {
         Value c;
         c.op = Op::constant, c.dtype = DType::Float, c.space = Space::Param, c.p0 = r, c.loc = v.loc;
         v = c;

@@ -15,6 +15,8 @@ SEASTAR_UNARY(log, logf, log)
 SEASTAR_UNARY(sqrt, sqrtf, sqrt)
 SEASTAR_UNARY(abs, fabsf, fabs)
 SEASTAR_UNARY(tanh, tanhf, tanh)
+SEASTAR_UNARY(log1p, log1pf, log1p)
+SEASTAR_UNARY(expm1, expm1f, expm1)
 #undef SEASTAR_UNARY
 
 __device__ __forceinline__ float pow(float a, float b) { return ::powf(a, b); }

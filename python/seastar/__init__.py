@@ -27,8 +27,8 @@ from . import _C
 from ._C import CompileError, TraceError
 from .fused import FallbackWarning
 from .graph import Graph
-from .ops import (abs, clamp, dot, elu, exp, leaky_relu, log, max, maximum, mean, min, minimum, pow, relu,
-                  rsqrt, sigmoid, softmax, sqrt, sum, tanh)
+from . import ops
+from .ops import *  # noqa: F401,F403 - sum, mean, max, min, softmax, dot and every public op of core/ir/ops.def
 from .program import VertexProgram, vertex_program
 from . import torch_ops  # registers the ops and opaque types torch.compile and export need
 from . import datasets, distributed, loader, nn, progress, reference

@@ -6,6 +6,9 @@ be zipped with the edge list: ``sum(a * e.src.h for a, e in zip(ss.softmax(s), v
 """
 from __future__ import annotations
 
+import inspect
+
+from . import _C
 from .tracing import Value, edge_value_of
 
 
@@ -52,57 +55,66 @@ def softmax(scores):
     return [y] if as_list else y
 
 
-def _unary(op: str, doc: str, *defaults):
-    def fn(x, *params):
-        x = _traced(x, op)
-        p = list(params) + list(defaults[len(params):])
-        return x._t.call("unary", op, x._v, *(float(v) for v in p))
-    fn.__name__ = op
-    fn.__doc__ = doc
+def _elementwise(row: dict):
+    """``seastar.<op>`` for a public elementwise row of the op table (core/ir/ops.def): its
+    values first, then its parameters by position or name, the row's defaults filling the rest
+    (the builder checks them again and names the user's line on an error)."""
+    op, arity = row["name"], row["arity"]
+    params = [(name, default) for name, default in row["params"]]
+    names = [n for n, _ in params]
+    values = ["x"] if arity == 1 else ["a", "b"]
+
+    def fn(*args, **kwargs):
+        if len(args) < arity:
+            raise TypeError(f"seastar.{op}{signature} takes {arity} value{'s' if arity > 1 else ''}")
+        xs, given = args[:arity], list(args[arity:])
+        if len(given) > len(names):
+            raise TypeError(f"seastar.{op}{signature} takes at most {len(names)} parameters, got {len(given)}")
+        for k in kwargs:
+            if k not in names:
+                raise TypeError(f"seastar.{op}{signature} got an unexpected argument '{k}'")
+            if names.index(k) < len(given):
+                raise TypeError(f"seastar.{op}{signature} got '{k}' twice")
+        for name, default in params[len(given):]:
+            if name in kwargs:
+                given.append(kwargs[name])
+            elif default is not None:
+                given.append(default)
+            else:
+                raise TypeError(f"seastar.{op}{signature} needs '{name}'")
+        traced = [x for x in xs if isinstance(x, Value)]
+        if not traced:
+            _traced(xs[0], op)
+        t = traced[0]._t
+        return t.call("elementwise", op, [t.lift(x)._v for x in xs], [float(p) for p in given])
+
+    P = inspect.Parameter
+    sig = inspect.Signature([P(v, P.POSITIONAL_ONLY) for v in values] +
+                            [P(n, P.POSITIONAL_OR_KEYWORD, default=P.empty if d is None else d) for n, d in params])
+    signature = str(sig)
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = row["doc"]
+    fn.__signature__ = sig
     return fn
 
 
-exp = _unary("exp", "e ** x")
-log = _unary("log", "natural logarithm")
-sqrt = _unary("sqrt", "square root")
-rsqrt = _unary("rsqrt", "1 / sqrt(x)")
-abs = _unary("abs", "absolute value")  # noqa: A001
-relu = _unary("relu", "max(x, 0)")
-sigmoid = _unary("sigmoid", "1 / (1 + exp(-x))")
-tanh = _unary("tanh", "hyperbolic tangent")
+ELEMENTWISE = [row["name"] for row in _C.op_table() if row["public"] and row["kind"] in ("Unary", "Binary")]
+"""The public elementwise functions, one per public row of core/ir/ops.def."""
+globals().update({row["name"]: _elementwise(row) for row in _C.op_table() if row["name"] in ELEMENTWISE})
 
-
-def leaky_relu(x, negative_slope: float = 0.01):
-    x = _traced(x, "leaky_relu")
-    return x._t.call("unary", "leaky_relu", x._v, float(negative_slope), 0.0)
-
-
-def elu(x, alpha: float = 1.0):
-    x = _traced(x, "elu")
-    return x._t.call("unary", "elu", x._v, float(alpha), 0.0)
+_table_pow = pow  # noqa: F821 - defined by the table just above
 
 
 def pow(x, exponent: float):  # noqa: A001
-    return _traced(x, "pow") ** exponent
-
-
-def clamp(x, min: float, max: float):  # noqa: A002
-    x = _traced(x, "clamp")
-    if not float(min) <= float(max):
-        x._t.fail(f"clamp needs min <= max, got {min} > {max}")
-    return x._t.call("unary", "clamp", x._v, float(min), float(max))
-
-
-def maximum(a, b):
-    t = a._t if isinstance(a, Value) else _traced(b, "maximum")._t
-    return t.call("binary", "maximum", t.lift(a)._v, t.lift(b)._v)
-
-
-def minimum(a, b):
-    t = a._t if isinstance(a, Value) else _traced(b, "minimum")._t
-    return t.call("binary", "minimum", t.lift(a)._v, t.lift(b)._v)
+    """x ** exponent (an exponent of 0.5 becomes sqrt, as with the ** operator)."""
+    if not isinstance(x, Value):
+        return _table_pow(x, exponent)  # raises the table function's error
+    return x ** exponent
 
 
 def dot(a, b):
     """Sum over the last feature axis of a * b."""
     return (a * b).sum(-1)
+
+
+__all__ = ["sum", "mean", "max", "min", "softmax", "dot"] + ELEMENTWISE

@@ -87,6 +87,20 @@ def _matvec(x, xs, w, ws, transpose=False):
     return torch.matmul(x.unsqueeze(-2), w).squeeze(-2)
 
 
+def _elementwise_rules() -> Dict[str, tuple]:
+    """op -> (binary, fn(a, b, p0, p1)): each elementwise row's torch expression in ops.def."""
+    from . import _C
+    rules = {}
+    for row in _C.op_table():
+        if row["kind"] in ("Unary", "Binary") and row["ref"]:
+            fn = eval(f"lambda a, b, p0, p1: {row['ref']}", {"torch": torch})  # noqa: S307 - our own table
+            rules[row["name"]] = (row["kind"] == "Binary", fn)
+    return rules
+
+
+_ELEMENTWISE = _elementwise_rules()
+
+
 def evaluate(module, graph: Graph, inputs: Dict[str, torch.Tensor],
              grad_outputs: Optional[Sequence[torch.Tensor]] = None,
              dtype: Optional[torch.dtype] = None) -> List[torch.Tensor]:
@@ -127,36 +141,12 @@ def _eval(v, values, vals, c: _Ctx, inputs, grad_outputs):
         return deg.to(c.dtype)
     if op == "gather":
         return a[c.index(v["group"])]
-    unary = {
-        "neg": torch.neg, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
-        "abs": torch.abs, "sign": torch.sign, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
-    }
-    if op in unary:
-        return unary[op](a)
-    one = lambda x: torch.ones_like(x)  # noqa: E731
-    if op == "leaky_relu":
-        return torch.where(a > 0, a, p0 * a)
-    if op == "elu":
-        return torch.where(a > 0, a, p0 * (torch.exp(a) - 1))
-    if op == "pow":
-        return torch.pow(a, p0)
-    if op == "clamp":
-        return torch.clamp(a, p0, p1)
-    if op == "step":
-        return torch.where(a > 0, one(a), p0 * one(a))
-    if op == "elu_grad":
-        return torch.where(a > 0, one(a), p0 * torch.exp(a))
-    if op == "inside":
-        return ((a >= p0) & (a <= p1)).to(c.dtype)
-    if op == "cast":
-        return a.to(c.dtype)
-    binary = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
-              "maximum": torch.maximum, "minimum": torch.minimum}
-    if op in binary or op == "eq":
-        x, y = _align(a, sp(0), rank), _align(b, sp(1), rank)
-        if op == "eq":
-            return (x == y).to(c.dtype)
-        return binary[op](x, y)
+    if op in _ELEMENTWISE:
+        binary, fn = _ELEMENTWISE[op]
+        if binary:
+            a, b = _align(a, sp(0), rank), _align(b, sp(1), rank)
+        r = fn(a, b, p0, p1)
+        return r if r.dtype == c.dtype else r.to(c.dtype)
     if op == "fsum":
         return a.sum(-1)
     if op == "fmean":

@@ -97,6 +97,8 @@ void bind_ir(py::module_& m) {
       .def("binary", [](Builder& b, const std::string& op, const Var& x, const Var& y) {
         return b.binary(op_of(op), x, y);
       })
+      .def("elementwise", [](Builder& b, const std::string& op, const std::vector<Var>& inputs,
+                             const std::vector<double>& params) { return b.elementwise(op_of(op), inputs, params); })
       .def("reduce_features", [](Builder& b, const std::string& op, const Var& x) {
         return b.reduce_features(op_of(op), x);
       })
@@ -122,6 +124,22 @@ void bind_ir(py::module_& m) {
   m.def("lower", &lower, py::arg("module"), py::arg("wrt"), py::arg("name") = "program", py::arg("bipartite") = false,
         "verify -> [split_sides] -> simplify -> autodiff -> simplify: the forward and backward GIR of a traced "
         "module; bipartite=True lowers it for bipartite graphs.");
+  m.def("op_table", [] {
+    py::list rows;  // core/ir/ops.def, a dict per op, in Op order
+    for (int i = 0; i < ir::num_ops(); ++i) {
+      const ir::OpInfo& info = ir::op_info(static_cast<ir::Op>(i));
+      py::list params;
+      for (const ir::OpParam& p : info.params)
+        params.append(py::make_tuple(p.name, p.has_default ? py::cast(p.default_value) : py::none()));
+      py::dict d;
+      d["name"] = info.name, d["kind"] = ir::to_string(info.kind), d["arity"] = info.arity;
+      d["expr"] = info.c_expr, d["params"] = params, d["public"] = info.is_public;
+      d["ref"] = info.torch_ref, d["doc"] = info.doc;
+      rows.append(d);
+    }
+    return rows;
+  }, "The GIR op table (core/ir/ops.def): name, kind, arity, scalar expression, parameters "
+     "(name, default or None), whether seastar exports it, the reference torch expression, docstring.");
   m.def("simplify", &passes::simplify);
   m.def("verify", &passes::verify);
 }
