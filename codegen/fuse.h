@@ -1,20 +1,30 @@
 /** \file
- * fuse + plan_materialization: partitions a GIR module into kernels.
- *   lower_softmax  softmax.G(s) -> m = agg_max.G(s); x = exp(s - gather.G(m)); z = agg_sum.G(x);
- *                  y = x / gather.G(z)       (max-subtracted, so finite for any logits)
- *   fuse           reductions whose inputs are ready are grouped, one traversal kernel per
- *                  group (dst: over the CSC, src: over the CSR); reductions that read another
- *                  of the same kernel at the centre vertex (softmax's max, then its sum, then
- *                  the weighted sum) become later passes over the centre's edges inside the
- *                  same kernel; every edge value is computed where it is consumed, never stored
+ * The back half of lowering: a GIR module -> kernels and buffers (FusedPlan), then source.
+ * `plan` (plan.cpp) runs these steps in this order, one function and file each:
+ *   lower_softmax  (lower_softmax.cpp) softmax.G(s) -> m = agg_max.G(s); x = exp(s - gather.G(m));
+ *                  z = agg_sum.G(x); y = x / gather.G(z) (max-subtracted, so finite for any
+ *                  logits), or, for agg_sum.G(softmax.G(s) * f), one online pass
+ *   simplify       (core/passes/simplify.cpp) again, over what lower_softmax made
+ *   fuse           (fuse.cpp) reductions whose inputs are ready are grouped, one traversal
+ *                  kernel per group (dst: over the CSC, src: over the CSR); reductions that read
+ *                  another of the same kernel at the centre vertex (softmax's max, then its sum,
+ *                  then the weighted sum) become later passes over the centre's edges inside the
+ *                  same kernel; every edge value is computed where it is consumed, never stored;
  *                  parameter gradients (sum_rows over every vertex or edge) are reduced in
  *                  whichever traversal runs, into fixed blocks of centres summed in block order,
  *                  so they are bitwise deterministic whatever the thread count
- *   materialize    aggregation results (O(N) per-vertex statistics) and the outputs get
- *                  buffers; so do the vertex expressions of bound tensors that a traversal reads
- *                  at the neighbour when materialize.h's cost model says storing them is cheaper
- *                  (computed first by a per-vertex kernel); other Vertex expressions are
- *                  recomputed where they are read
+ *   materialize    (materialize.cpp) the vertex expressions of bound tensors that a traversal
+ *                  reads at the neighbour, when materialize.h's cost model says storing them is
+ *                  cheaper, computed first by a per-vertex kernel per side; other vertex
+ *                  expressions are recomputed where they are read
+ *   place_outputs  (place_outputs.cpp) a vertex output that reads only one traversal's results at
+ *                  the centre becomes that traversal's epilogue; the others get a final
+ *                  per-vertex / per-edge / parameter map
+ *   plan_buffers   (plan_buffers.cpp) inputs, outputs, aggregation results and stored values
+ * Then, per float and index type, on first use: emit_cpu / emit_cuda (cpu_emitter.h,
+ * cuda_emitter.h) and the compilers in kernels/ (FusedProgram). SEASTAR_DUMP_DIR receives
+ * the GIR after each front-half pass (core/passes/pipeline.cpp), the plan of each direction
+ * and every generated source (kernels/fused_program.cpp).
  */
 #pragma once
 
@@ -73,5 +83,15 @@ struct FusedPlan {
 
 /// `bipartite`: the module was lowered for bipartite graphs (passes::split_sides ran).
 FusedPlan plan(const ir::Module& m, bool bipartite = false);
+
+// the steps of plan, in order (`sides`: passes::vertex_sides of the module)
+/// Values a traversal kernel computes and stores: aggregations and reductions over all rows.
+bool is_reduction(const ir::Value& v);
+std::vector<Kernel> fuse(const ir::Module& m, const std::vector<ir::Group>& sides, bool bipartite);
+/// The kernels that compute `stored` (materialize_vertex_values) before every traversal.
+std::vector<Kernel> precompute_kernels(const std::vector<int>& stored, const std::vector<ir::Group>& sides);
+void place_outputs(FusedPlan& p, const std::vector<ir::Group>& sides);
+std::vector<Buffer> plan_buffers(const ir::Module& m, const std::vector<int>& stored,
+                                 const std::vector<ir::Group>& sides);
 
 }  // namespace seastar::codegen

@@ -89,4 +89,16 @@ std::vector<int> materialize_vertex_values(const Module& m) {
   return out;
 }
 
+std::vector<Kernel> precompute_kernels(const std::vector<int>& stored, const std::vector<Group>& sides) {
+  std::vector<Kernel> first;  // one per side, each computing that side's stored values
+  for (Group side : {Group::Dst, Group::Src}) {
+    Kernel k{Kernel::Kind::VertexMap, Group::None, {}, {}, side};
+    k.precompute = true;
+    for (int x : stored)
+      if ((sides[x] == Group::Src) == (side == Group::Src)) k.values.push_back(x);
+    if (!k.values.empty()) first.push_back(k);
+  }
+  return first;
+}
+
 }  // namespace seastar::codegen

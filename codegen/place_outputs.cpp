@@ -1,0 +1,84 @@
+/** \file place_outputs: which kernel computes each output (epilogues, maps); see fuse.h. */
+#include "codegen/fuse.h"
+
+#include <algorithm>
+#include <set>
+
+namespace seastar::codegen {
+using namespace ir;
+
+void place_outputs(FusedPlan& p, const std::vector<Group>& sides) {
+  const Module& m = p.module;
+  const bool bipartite = p.bipartite;
+  // outputs that are not reduction results are computed by a final per-vertex / per-edge /
+  // parameter map
+  Kernel vmap{Kernel::Kind::VertexMap, Group::None, {}, {}, Group::Dst},
+      vmap_src{Kernel::Kind::VertexMap, Group::None, {}, {}, Group::Src},
+      emap{Kernel::Kind::EdgeMap, Group::None, {}}, pmap{Kernel::Kind::ParamMap, Group::None, {}};
+  // a vertex output that reads only centre values, the latest of them results of one traversal,
+  // is computed by that traversal right after its last pass for each centre
+  auto epilogue_kernel = [&](int o) -> int {
+    int last = -1;
+    std::vector<int> stack{o};
+    std::set<int> seen;
+    while (!stack.empty()) {
+      const int id = stack.back();
+      stack.pop_back();
+      if (!seen.insert(id).second) continue;
+      const Value& v = m.at(id);
+      if (is_reduction(v)) {
+        if (is_row_reduction(v) || v.space != Space::Vertex) return -1;
+        for (size_t k = 0; k < p.kernels.size(); ++k)
+          if (std::count(p.kernels[k].values.begin(), p.kernels[k].values.end(), id))
+            last = std::max(last, static_cast<int>(k));
+        continue;
+      }
+      if (v.space == Space::Edge || v.op == Op::gather || op_info(v.op).kind == OpKind::Other) return -1;
+      stack.insert(stack.end(), v.inputs.begin(), v.inputs.end());
+    }
+    if (last < 0 || p.kernels[last].kind != Kernel::Kind::Traverse) return -1;
+    if (bipartite && p.kernels[last].side != (sides[o] == Group::Src ? Group::Src : Group::Dst)) return -1;
+    return last;
+  };
+  for (int o : m.outputs) {
+    const Value& v = m.at(o);
+    if (is_reduction(v)) continue;
+    if (v.space == Space::Vertex) {
+      const int k = epilogue_kernel(o);
+      if (k >= 0) {
+        p.kernels[k].epilogue.push_back(o);
+        continue;
+      }
+    }
+    Kernel& vm = sides[o] == Group::Src ? vmap_src : vmap;
+    (v.space == Space::Edge ? emap : v.space == Space::Vertex ? vm : pmap).values.push_back(o);
+  }
+  // the aggregations of a traversal that nothing but its own epilogue reads
+  {
+    std::vector<std::vector<int>> users(m.size());
+    for (const Value& v : m.values)
+      for (int in : v.inputs) users[in].push_back(v.id);
+    std::set<int> outs(m.outputs.begin(), m.outputs.end());
+    for (Kernel& k : p.kernels) {
+      if (k.kind != Kernel::Kind::Traverse || k.epilogue.empty()) continue;
+      std::set<int> in_epilogue;  // the values the epilogue computes (not through a reduction)
+      std::vector<int> stack(k.epilogue.begin(), k.epilogue.end());
+      while (!stack.empty()) {
+        const int id = stack.back();
+        stack.pop_back();
+        if (is_reduction(m.at(id)) || !in_epilogue.insert(id).second) continue;
+        stack.insert(stack.end(), m.at(id).inputs.begin(), m.at(id).inputs.end());
+      }
+      for (int a : k.values) {
+        if (is_row_reduction(m.at(a)) || outs.count(a) || users[a].empty()) continue;
+        if (std::all_of(users[a].begin(), users[a].end(), [&](int u) { return in_epilogue.count(u) > 0; }))
+          k.epilogue_only.push_back(a);
+      }
+    }
+  }
+  for (Kernel* k : {&vmap, &vmap_src, &emap, &pmap})
+    if (!k->values.empty()) p.kernels.push_back(*k);
+
+}
+
+}  // namespace seastar::codegen
