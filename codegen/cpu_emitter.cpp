@@ -58,8 +58,9 @@ class CpuEmitter : public EmitterBase {
     // sizes = {num_dst, E, num_src}: each kernel gets the count of the vertex set it iterates
     // (the two are equal on a square graph, whose source says N throughout)
     out << "extern \"C\" void seastar_entry(const int64_t* sizes, void* const* G, void* const* B) {\n"
-        << "  const int64_t N = sizes[0], E = sizes[1];\n  (void)N; (void)E;\n";
-    if (p_.bipartite) out << "  const int64_t NS = sizes[2];\n  (void)NS;\n";
+        << "  const int64_t N = sizes[" << launch::kNumDst << "], E = sizes[" << launch::kNumEdges
+        << "];\n  (void)N; (void)E;\n";
+    if (p_.bipartite) out << "  const int64_t NS = sizes[" << launch::kNumSrc << "];\n  (void)NS;\n";
     for (size_t k = 0; k < p_.kernels.size(); ++k)
       out << "  kernel_" << k << "(" << (p_.bipartite && p_.kernels[k].side == Group::Src ? "NS" : "N")
           << ", E, G, B);\n";
@@ -87,7 +88,7 @@ class CpuEmitter : public EmitterBase {
         reduce << "  }\n";
         block_ptrs << "    T* pp" << a << " = part" << a << ".data() + b * " << S << ";\n";
       }
-      int ptr = k.group == Group::Dst ? 0 : 4;
+      int ptr = launch::edge_index_base(k.group == Group::Src);
       // Blocks of consecutive centres in id order (their edge lists are adjacent in memory, so the
       // index streams are sequential), handed out dynamically, the blocks with the most edges
       // first (hubs do not arrive last). The block count depends only on N and the partial sums'
@@ -120,7 +121,7 @@ class CpuEmitter : public EmitterBase {
       out << pre_.str() << fin.str();
     } else {
       for (int o : k.values) store(fin, o, val(o, "e"), "e", numel(m_.at(o).shape));
-      out << "  const I* src = (const I*)G[8];\n  const I* dst = (const I*)G[9];\n"
+      out << "  const I* src = (const I*)G[" << launch::kSrc << "];\n  const I* dst = (const I*)G[" << launch::kDst << "];\n"
           << "  parallel_for((E + kChunk - 1) / kChunk, [&](int64_t chunk) {\n"
           << "  for (int64_t e = chunk * kChunk; e < std::min(E, (chunk + 1) * kChunk); ++e) {\n"
           << "      const int64_t s = src[e], d = dst[e];\n      (void)s; (void)d;\n"

@@ -1,8 +1,7 @@
 /** \file
  * The C++ (OpenMP) emitter: a FusedPlan -> one translation unit with an entry point
  *   extern "C" void seastar_entry(const int64_t* sizes, void* const* graph, void* const* buffers)
- * sizes = {N, E}; graph = {in_ptr, in_nbr, in_eid, in_order, out_ptr, out_nbr, out_eid,
- * out_order, src, dst, node_type, edge_type} (index type I); buffers in FusedPlan::buffers order.
+ * sizes, graph (index type I) and buffers as codegen/launch_layout.h lays them out.
  * Traversal kernels are destination- (or source-) parallel with hubs scheduled first; feature
  * loops are contiguous; temporaries are named after their value ids, so output is deterministic.
  * The value visitor is shared with the CUDA emitter (emitter_base.h); cpu_emitter.cpp holds the
@@ -13,14 +12,11 @@
 #include <string>
 
 #include "codegen/fuse.h"
+#include "codegen/launch_layout.h"
 
 namespace seastar::codegen {
 
-struct EmitOptions {
-  std::string float_type = "float";     ///< "float" or "double"
-  std::string index_type = "int32_t";   ///< "int32_t" or "int64_t"
-  std::string name = "program";
-};
+using launch::EmitOptions;
 
 std::string emit_cpu(const FusedPlan& plan, const EmitOptions& options);
 

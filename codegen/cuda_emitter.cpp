@@ -42,7 +42,7 @@ class CudaEmitter : public EmitterBase {
         << "// CUDA, compiled by NVRTC; launched as described by the host (codegen/cuda_emitter.h).\n"
         << "#include \"seastar_device.cuh\"\n\n"
         << "typedef " << o_.float_type << " T;\ntypedef " << o_.index_type << " I;\n\n"
-        << "struct Args {\n  int64_t N, E, NS;\n  void* G[12];\n  void* B[" << std::max(prog.num_buffers, 1) << "];\n"
+        << "struct Args {\n  int64_t N, E, NS;\n  void* G[" << launch::kNumGraphArrays << "];\n  void* B[" << std::max(prog.num_buffers, 1) << "];\n"
         << "  unsigned long long* counters;\n  void* scratch;\n};\n\n"
         << kernels.str();
     prog.source = out.str();
@@ -137,7 +137,7 @@ class CudaEmitter : public EmitterBase {
       body(k, scratch_fin);
     }
     probe_ = false;
-    const kernels::ThreadMapping m = kernels::choose_mapping(width_, heads_);
+    const launch::ThreadMapping m = launch::choose_mapping(width_, heads_);
     gt_ = m.group_threads;
     smem_elems_ = 0;
     std::ostringstream fin;
@@ -164,7 +164,7 @@ class CudaEmitter : public EmitterBase {
     bool rows = false;
     int64_t rows_scratch = 0, rows_chunks = 0;
     if (k.kind == Kernel::Kind::Traverse) {
-      const int ptr = k.group == Group::Dst ? 0 : 4;
+      const int ptr = launch::edge_index_base(k.group == Group::Src);
       launch.what = k.group == Group::Dst ? "traversal of in-edges" : "traversal of out-edges";
       launch.counter = prog.num_counters++;
       out << "  const I* ptr = (const I*)args.G[" << ptr << "];\n  const I* nbr = (const I*)args.G[" << ptr + 1 << "];\n"
@@ -218,7 +218,8 @@ class CudaEmitter : public EmitterBase {
     } else {
       launch.what = "per-edge map";
       launch.items = CudaLaunch::Items::Edges;
-      out << "  const I* src = (const I*)args.G[8];\n  const I* dst = (const I*)args.G[9];\n"
+      out << "  const I* src = (const I*)args.G[" << launch::kSrc << "];\n  const I* dst = (const I*)args.G[" << launch::kDst
+          << "];\n"
           << "  for (int64_t e = grp.first(); e < E; e += grp.stride()) {\n"
           << "      const int64_t s = src[e], d = dst[e];\n      (void)s; (void)d;\n"
           << body_.str() << fin.str() << "  }\n";
@@ -238,7 +239,7 @@ class CudaEmitter : public EmitterBase {
     l.what = "sum of parameter-gradient partial sums";
     l.items = CudaLaunch::Items::Fixed;
     l.count = t.partial_elems;
-    l.mapping = kernels::choose_mapping(1);
+    l.mapping = launch::choose_mapping(1);
     l.mapping.block_threads = kReduceBlock;
     l.mapping.groups_per_block = kReduceBlock;
     std::ostringstream out;

@@ -1,12 +1,12 @@
 /** \file
  * The CUDA emitter: a FusedPlan -> one CUDA translation unit (compiled by NVRTC) plus the
  * host-side description of its launches, in order. Every kernel takes one argument,
- *   struct Args { int64_t N, E, NS; void* G[12]; void* B[num_buffers]; unsigned long long* counters; }
+ *   struct Args { int64_t N, E, NS; void* G[kNumGraphArrays]; void* B[num_buffers]; unsigned long long* counters; }
  * N = destinations, NS = sources (equal on a square graph), E = edges;
  * with G and B as in the C++ emitter (cpu_emitter.h) but device pointers, and `counters` one
  * zeroed work counter per traversal kernel (dynamic assignment over the degree order).
  *
- * Thread mapping (kernels/cuda_launch_config.h): a group of threads per centre vertex (or edge)
+ * Thread mapping (codegen/launch_layout.h): a group of threads per centre vertex (or edge)
  * sized by the kernel's widest value; values that wide are split across the group's lanes,
  * narrower ones (per-head scores) are kept whole by every lane; reductions of split values over
  * a feature axis are group (warp-shuffle, then block) reductions; no atomics touch results.
@@ -20,7 +20,6 @@
 
 #include "codegen/cpu_emitter.h"
 #include "codegen/fuse.h"
-#include "kernels/cuda_launch_config.h"
 
 namespace seastar::codegen {
 
@@ -32,7 +31,7 @@ struct CudaLaunch {
   std::string what;              ///< a one-line description (traversal, map, partial-sum reduction)
   Items items = Items::Vertices;
   int64_t count = 0;             ///< Chunks: the most blocks; Fixed: the items
-  kernels::ThreadMapping mapping;
+  launch::ThreadMapping mapping;
   int counter = -1;              ///< its work counter (dynamic assignment), else -1
   bool src_side = false;         ///< iterates the sources of a bipartite graph (NS, not N)
   int64_t shared_bytes = 0;      ///< dynamic shared memory per block

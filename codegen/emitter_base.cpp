@@ -198,13 +198,13 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
       os << ind << "const int64_t " << name << "[1] = {e};\n";
       break;
     case Op::edge_type:
-      os << ind << "const int64_t " << name << "[1] = {(int64_t)((const I*)" << graph_array(11) << ")[e]};\n";
+      os << ind << "const int64_t " << name << "[1] = {(int64_t)((const I*)" << graph_array(launch::kEdgeType) << ")[e]};\n";
       break;
     case Op::node_type:
-      os << ind << "const int64_t " << name << "[1] = {(int64_t)((const I*)" << graph_array(10) << ")[" << row << "]};\n";
+      os << ind << "const int64_t " << name << "[1] = {(int64_t)((const I*)" << graph_array(launch::kNodeType) << ")[" << row << "]};\n";
       break;
     case Op::degree: {
-      int ptr = v.group == Group::Dst ? 0 : 4;
+      const int ptr = launch::edge_index_base(v.group == Group::Src);
       os << ind << "const T " << name << "[1] = {T(((const I*)" << graph_array(ptr) << ")[" << row
          << " + 1] - ((const I*)" << graph_array(ptr) << ")[" << row << "])};\n";
       break;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "codegen/launch_layout.h"
 #include "seastar_device_headers.h"  // generated: kernels/device/*.cuh and the emulator header
 
 namespace seastar::kernels {
@@ -44,8 +45,9 @@ std::string emulated_cuda_source(const codegen::CudaProgram& program) {
   out << body_of(program.source.c_str());
   out << "extern \"C\" void seastar_entry(const int64_t* sizes, void* const* G, void* const* B) {\n"
       << "  Args a;\n  std::memset(&a, 0, sizeof a);\n"
-      << "  a.N = sizes[0];\n  a.E = sizes[1];\n  a.NS = sizes[2];\n"
-      << "  for (int i = 0; i < 12; ++i) a.G[i] = G[i];\n"
+      << "  a.N = sizes[" << launch::kNumDst << "];\n  a.E = sizes[" << launch::kNumEdges << "];\n  a.NS = sizes["
+      << launch::kNumSrc << "];\n"
+      << "  for (int i = 0; i < " << launch::kNumGraphArrays << "; ++i) a.G[i] = G[i];\n"
       << "  for (int b = 0; b < " << program.num_buffers << "; ++b) a.B[b] = B[b];\n"
       << "  std::vector<unsigned long long> counters(" << std::max(program.num_counters, 1) << ", 0);\n"
       << "  std::vector<T> scratch(" << std::max<int64_t>(program.scratch_elems, 1) << ", T(0));\n"

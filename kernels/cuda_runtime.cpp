@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "codegen/launch_layout.h"
 #include "core/util/errors.h"
 #include "core/util/log.h"
 #include "kernels/compiler.h"
@@ -124,14 +125,14 @@ void launch_cuda(const codegen::CudaProgram& program, const std::string& name, i
                            torch::dtype(program.float_bytes == 8 ? torch::kDouble : torch::kFloat).device(dev));
   CUstream stream = reinterpret_cast<CUstream>(stream_obj.stream());
 
-  // struct Args { int64_t N, E, NS; void* G[12]; void* B[num_buffers]; unsigned long long* counters;
+  // struct Args { int64_t N, E, NS; void* G[kNumGraphArrays]; void* B[num_buffers]; unsigned long long* counters;
   //               void* scratch; }: every field 8 bytes, so no padding
   std::vector<uint64_t> args;
   args.reserve(16 + program.num_buffers);
   args.push_back(static_cast<uint64_t>(N));
   args.push_back(static_cast<uint64_t>(E));
   args.push_back(static_cast<uint64_t>(NS));
-  for (int i = 0; i < 12; ++i) args.push_back(reinterpret_cast<uint64_t>(graph[i]));
+  for (int i = 0; i < launch::kNumGraphArrays; ++i) args.push_back(reinterpret_cast<uint64_t>(graph[i]));
   for (int b = 0; b < program.num_buffers; ++b) args.push_back(reinterpret_cast<uint64_t>(buffers[b]));
   if (program.num_buffers == 0) args.push_back(0);
   args.push_back(reinterpret_cast<uint64_t>(counters.data_ptr()));

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "codegen/cpu_emitter.h"
+#include "codegen/launch_layout.h"
 #include "core/util/errors.h"
 #include "core/util/log.h"
 #include "kernels/cuda_emulator.h"
@@ -192,9 +193,13 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
   }
 
   auto ptr = [](const torch::Tensor& t) -> void* { return t.defined() ? t.data_ptr() : nullptr; };
-  void* graph_arrays[12] = {ptr(dg.in.ptr),  ptr(dg.in.nbr),  ptr(dg.in.eid),  ptr(dg.in.degree_order),
-                            ptr(dg.out.ptr), ptr(dg.out.nbr), ptr(dg.out.eid), ptr(dg.out.degree_order),
-                            ptr(dg.src),     ptr(dg.dst),     ptr(dg.node_type), ptr(dg.edge_type)};
+  void* graph_arrays[launch::kNumGraphArrays];
+  graph_arrays[launch::kInPtr] = ptr(dg.in.ptr), graph_arrays[launch::kInNbr] = ptr(dg.in.nbr);
+  graph_arrays[launch::kInEid] = ptr(dg.in.eid), graph_arrays[launch::kInOrder] = ptr(dg.in.degree_order);
+  graph_arrays[launch::kOutPtr] = ptr(dg.out.ptr), graph_arrays[launch::kOutNbr] = ptr(dg.out.nbr);
+  graph_arrays[launch::kOutEid] = ptr(dg.out.eid), graph_arrays[launch::kOutOrder] = ptr(dg.out.degree_order);
+  graph_arrays[launch::kSrc] = ptr(dg.src), graph_arrays[launch::kDst] = ptr(dg.dst);
+  graph_arrays[launch::kNodeType] = ptr(dg.node_type), graph_arrays[launch::kEdgeType] = ptr(dg.edge_type);
   if (device.is_cuda()) {
 #ifdef SEASTAR_WITH_CUDA
     const codegen::CudaProgram& cuda = cuda_program(direction, dtype, dg.index_dtype);
@@ -218,7 +223,8 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
     }
     kernel = it->second;
   }
-  const int64_t sizes[3] = {N, E, NS};
+  int64_t sizes[launch::kNumSizes];
+  sizes[launch::kNumDst] = N, sizes[launch::kNumEdges] = E, sizes[launch::kNumSrc] = NS;
   kernels::set_kernel_threads(at::get_num_threads());  // torch.set_num_threads applies to the kernels too
   kernel.entry(sizes, graph_arrays, buffers.data());
   return outputs;

@@ -44,7 +44,7 @@ int64_t cuda_grid(const py::dict& launch, int64_t num_nodes, int64_t num_edges) 
   l.mapping.group_threads = launch["group_threads"].cast<int>();
   l.mapping.block_threads = launch["block_threads"].cast<int>();
   l.mapping.groups_per_block = launch["groups_per_block"].cast<int>();
-  return kernels::grid_size(l.mapping, std::max<int64_t>(l.num_items(num_nodes, num_edges, num_nodes), 1));
+  return launch::grid_size(l.mapping, std::max<int64_t>(l.num_items(num_nodes, num_edges, num_nodes), 1));
 }
 
 }  // namespace

@@ -1,15 +1,15 @@
-// The feature-adaptive thread mapping of the CUDA kernels (kernels/cuda_launch_config.h): pure
+// The feature-adaptive thread mapping of the CUDA kernels (codegen/launch_layout.h): pure
 // arithmetic, checked without a GPU for every width and head count the models use and beyond.
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "kernels/cuda_launch_config.h"
+#include "codegen/launch_layout.h"
 
-using seastar::kernels::choose_mapping;
-using seastar::kernels::grid_size;
-using seastar::kernels::kMaxBlockThreads;
-using seastar::kernels::ThreadMapping;
+using seastar::launch::choose_mapping;
+using seastar::launch::grid_size;
+using seastar::launch::kMaxBlockThreads;
+using seastar::launch::ThreadMapping;
 
 namespace {
 

@@ -1,9 +1,9 @@
-/** \file The feature-adaptive thread mapping; see cuda_launch_config.h. */
-#include "kernels/cuda_launch_config.h"
+/** \file The feature-adaptive thread mapping of the CUDA kernels; see launch_layout.h. */
+#include "codegen/launch_layout.h"
 
 #include <algorithm>
 
-namespace seastar::kernels {
+namespace seastar::launch {
 namespace {
 
 int64_t next_pow2(int64_t x) {
@@ -47,4 +47,4 @@ int64_t grid_size(const ThreadMapping& m, int64_t items, int64_t max_blocks) {
   return std::clamp<int64_t>(blocks, 1, 0x7fffffff);
 }
 
-}  // namespace seastar::kernels
+}  // namespace seastar::launch

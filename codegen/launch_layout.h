@@ -1,0 +1,73 @@
+/** \file
+ * What generated kernels and the runtime that calls them agree on, in one dependency-free
+ * header (no IR, no torch, no CUDA): the slots of the graph arrays and sizes every entry point
+ * receives, the options of an emission, and the CUDA kernels' feature-adaptive thread mapping
+ * (the emitter bakes the group size into the source; the runtime sizes the grid).
+ *
+ * Entry points (cpu_emitter.h, cuda_emitter.h) receive
+ *   sizes = {num_dst, num_edges, num_src}              (Size)
+ *   graph = the GraphArray slots below, index type I   (kNumGraphArrays pointers)
+ *   buffers in FusedPlan::buffers order.
+ *
+ * Thread mapping: a kernel works on items (centre vertices of a traversal, vertices or edges
+ * of a map) with a group of `group_threads` threads per item, a power of two: every value that
+ * is as wide as the kernel's widest value (S feature elements) is split across the group, lane
+ * l holding elements l, l + group_threads, ...; narrower values (per-head scores) are kept
+ * whole by every lane.
+ *   S < 32          group = the next power of two >= S (>= heads), 32 / group items per warp
+ *   32 <= S < 256   group = one warp
+ *   S >= 256        group = one block per item, 256..1024 threads, <= 4 elements per thread
+ * Blocks never exceed 1,024 threads, whatever S and heads are (a block of in*out threads was
+ * one of the original system's failures). Traversals take their items dynamically, in the
+ * degree-sorted order, from a global counter; the grid only needs to fill the GPU.
+ */
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace seastar::launch {
+
+/// The graph arrays, in the order of the `graph` pointer array: the in-edge index (CSC: per
+/// destination, its edges' sources and ids, and the destinations by decreasing degree), the
+/// out-edge index (CSR, the same per source), each edge's endpoints, and the types.
+enum GraphArray : int {
+  kInPtr, kInNbr, kInEid, kInOrder,
+  kOutPtr, kOutNbr, kOutEid, kOutOrder,
+  kSrc, kDst, kNodeType, kEdgeType,
+  kNumGraphArrays
+};
+/// The first of the four arrays (ptr, nbr, eid, order) of the in-edge or the out-edge index.
+constexpr int edge_index_base(bool out_edges) { return out_edges ? kOutPtr : kInPtr; }
+
+/// The `sizes` array.
+enum Size : int { kNumDst, kNumEdges, kNumSrc, kNumSizes };
+
+struct EmitOptions {
+  std::string float_type = "float";     ///< "float" or "double"
+  std::string index_type = "int32_t";   ///< "int32_t" or "int64_t"
+  std::string name = "program";
+};
+
+constexpr int kMaxBlockThreads = 1024;
+constexpr int kWarpSize = 32;
+
+struct ThreadMapping {
+  int group_threads = 1;     ///< threads per item, a power of two
+  int block_threads = 256;   ///< threads per block, <= kMaxBlockThreads, a multiple of group_threads
+  int groups_per_block = 256;
+  int64_t features = 1;      ///< S, the widest value's feature elements
+  int64_t elems_per_thread = 1;  ///< ceil(S / group_threads): split elements each lane holds
+  bool block_per_item = false;   ///< group_threads > 32: the whole block works on one item
+};
+
+/// The mapping for a kernel whose widest value has `features` elements (`heads` heads of
+/// features / heads each). Any non-negative sizes give a valid mapping.
+ThreadMapping choose_mapping(int64_t features, int64_t heads = 1);
+
+/// Blocks for `items` items: enough for every group to have one, capped at `max_blocks`
+/// (resident blocks of the device; 0 = no cap; work beyond it is taken dynamically or in a
+/// grid-stride loop). Always >= 1 and <= 2^31 - 1.
+int64_t grid_size(const ThreadMapping& m, int64_t items, int64_t max_blocks = 0);
+
+}  // namespace seastar::launch
