@@ -26,6 +26,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(HERE))
+
+from _paths import portable  # noqa: E402
 
 
 def run(mode: str, world: int, args, work: Path) -> dict:
@@ -119,7 +122,7 @@ def main(argv=None):
         print(json.dumps(c), flush=True)
     result = dict(config=vars(args), runs=rows, metis_cuts=cuts)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2))
+    Path(args.out).write_text(json.dumps(portable(result), indent=2))
 
 
 if __name__ == "__main__":

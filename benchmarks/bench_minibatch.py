@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python"))
 sys.path.insert(0, str(HERE))
 
+from _paths import portable  # noqa: E402
 from _spawn import spawn_json  # noqa: E402
 
 
@@ -173,7 +174,7 @@ def main():
                   load_average=os.getloadavg(), date=time.strftime("%Y-%m-%d %H:%M:%S"),
                   command=" ".join(sys.argv))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2))
+    Path(args.out).write_text(json.dumps(portable(report), indent=2))
     for row in report["summary"]:
         print(row)
     for row in report["comparison"]:

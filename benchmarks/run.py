@@ -55,7 +55,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from _spawn import spawn_json  # noqa: E402  (this folder)
+from _paths import portable  # noqa: E402  (this folder)
+from _spawn import spawn_json  # noqa: E402
 
 GRAPHS = {  # name -> (label, number of vertices or None for a dataset)
     "cora": ("Cora", None),
@@ -466,7 +467,7 @@ def write_report(results, out, with_plots=True):
     if with_plots:
         results["meta"]["plots"] = _report.plots(results, out)
     with open(os.path.join(out, "results.json"), "w") as fh:
-        json.dump(results, fh, indent=1)
+        json.dump(portable(results), fh, indent=1)
     with open(os.path.join(out, "results.md"), "w") as fh:
         fh.write(_report.markdown(results))
 
