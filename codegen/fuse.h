@@ -28,6 +28,7 @@
  */
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,21 @@ struct FusedPlan {
 
 /// `bipartite`: the module was lowered for bipartite graphs (passes::split_sides ran).
 FusedPlan plan(const ir::Module& m, bool bipartite = false);
+
+/// Walks from `roots` to their inputs, depth first, each value once: `visit(v)` says whether to
+/// go on into v's inputs (the planning steps stop at reductions, gathers, ...).
+template <class Visit>
+void visit_inputs(const ir::Module& m, const std::vector<int>& roots, Visit visit) {
+  std::vector<int> stack(roots);
+  std::set<int> seen;
+  while (!stack.empty()) {
+    const int id = stack.back();
+    stack.pop_back();
+    if (!seen.insert(id).second) continue;
+    const ir::Value& v = m.at(id);
+    if (visit(v)) stack.insert(stack.end(), v.inputs.begin(), v.inputs.end());
+  }
+}
 
 // the steps of plan, in order (`sides`: passes::vertex_sides of the module)
 /// Values a traversal kernel computes and stores: aggregations and reductions over all rows.

@@ -47,7 +47,7 @@ Module lower_softmax(const Module& m) {
   auto add = [&](Op op, std::vector<int> ins, Group g, const Loc& loc) {
     Value v;
     v.op = op, v.inputs = std::move(ins), v.group = g, v.loc = loc, v.id = out.size();
-    passes::infer_value(out, v);
+    infer_value(out, v);
     return out.add(std::move(v));
   };
   for (const Value& orig : m.values) {

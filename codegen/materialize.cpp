@@ -66,22 +66,16 @@ std::vector<int> materialize_vertex_values(const Module& m) {
   std::set<int> far;
   for (const Value& r : m.values) {
     if (op_info(r.op).kind != OpKind::Aggregate) continue;
-    std::vector<int> stack(r.inputs.begin(), r.inputs.end());
-    std::set<int> seen;
-    while (!stack.empty()) {
-      const int id = stack.back();
-      stack.pop_back();
-      if (!seen.insert(id).second) continue;
-      const Value& v = m.at(id);
-      if (op_info(v.op).kind == OpKind::Aggregate || is_row_reduction(v)) continue;
+    visit_inputs(m, r.inputs, [&](const Value& v) {
+      if (is_reduction(v)) return false;
       if (v.op == Op::gather) {
         const Value& x = m.at(v.inputs[0]);
         const OpKind k = op_info(x.op).kind;
         if (v.group != r.group && (k == OpKind::Unary || k == OpKind::Binary)) far.insert(x.id);
-        continue;  // the centre's side is computed once per centre anyway
+        return false;  // the centre's side is computed once per centre anyway
       }
-      stack.insert(stack.end(), v.inputs.begin(), v.inputs.end());
-    }
+      return true;
+    });
   }
   std::vector<int> out;
   for (int x : far)

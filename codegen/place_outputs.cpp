@@ -19,24 +19,20 @@ void place_outputs(FusedPlan& p, const std::vector<Group>& sides) {
   // is computed by that traversal right after its last pass for each centre
   auto epilogue_kernel = [&](int o) -> int {
     int last = -1;
-    std::vector<int> stack{o};
-    std::set<int> seen;
-    while (!stack.empty()) {
-      const int id = stack.back();
-      stack.pop_back();
-      if (!seen.insert(id).second) continue;
-      const Value& v = m.at(id);
+    bool centre_only = true;
+    visit_inputs(m, {o}, [&](const Value& v) {
+      if (!centre_only) return false;
       if (is_reduction(v)) {
-        if (is_row_reduction(v) || v.space != Space::Vertex) return -1;
+        if (is_row_reduction(v) || v.space != Space::Vertex) centre_only = false;
         for (size_t k = 0; k < p.kernels.size(); ++k)
-          if (std::count(p.kernels[k].values.begin(), p.kernels[k].values.end(), id))
+          if (std::count(p.kernels[k].values.begin(), p.kernels[k].values.end(), v.id))
             last = std::max(last, static_cast<int>(k));
-        continue;
+        return false;
       }
-      if (v.space == Space::Edge || v.op == Op::gather || op_info(v.op).kind == OpKind::Other) return -1;
-      stack.insert(stack.end(), v.inputs.begin(), v.inputs.end());
-    }
-    if (last < 0 || p.kernels[last].kind != Kernel::Kind::Traverse) return -1;
+      if (v.space == Space::Edge || v.op == Op::gather || op_info(v.op).kind == OpKind::Other) centre_only = false;
+      return centre_only;
+    });
+    if (!centre_only || last < 0 || p.kernels[last].kind != Kernel::Kind::Traverse) return -1;
     if (bipartite && p.kernels[last].side != (sides[o] == Group::Src ? Group::Src : Group::Dst)) return -1;
     return last;
   };
@@ -62,13 +58,11 @@ void place_outputs(FusedPlan& p, const std::vector<Group>& sides) {
     for (Kernel& k : p.kernels) {
       if (k.kind != Kernel::Kind::Traverse || k.epilogue.empty()) continue;
       std::set<int> in_epilogue;  // the values the epilogue computes (not through a reduction)
-      std::vector<int> stack(k.epilogue.begin(), k.epilogue.end());
-      while (!stack.empty()) {
-        const int id = stack.back();
-        stack.pop_back();
-        if (is_reduction(m.at(id)) || !in_epilogue.insert(id).second) continue;
-        stack.insert(stack.end(), m.at(id).inputs.begin(), m.at(id).inputs.end());
-      }
+      visit_inputs(m, k.epilogue, [&](const Value& v) {
+        if (is_reduction(v)) return false;
+        in_epilogue.insert(v.id);
+        return true;
+      });
       for (int a : k.values) {
         if (is_row_reduction(m.at(a)) || outs.count(a) || users[a].empty()) continue;
         if (std::all_of(users[a].begin(), users[a].end(), [&](int u) { return in_epilogue.count(u) > 0; }))

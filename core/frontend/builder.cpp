@@ -49,7 +49,7 @@ Var Builder::append(Value v, Group elist) {
   v.loc = loc_;
   v.id = m_.size();
   try {
-    passes::infer_value(m_, v);
+    ir::infer_value(m_, v);
   } catch (const Error& e) {
     fail(e.what());
   }

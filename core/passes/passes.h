@@ -1,7 +1,6 @@
 /** \file
  * The GIR passes, one file each with a single entry function:
  *   verify          structural checks (operand order, arity, spaces, dtypes, shapes)
- *   infer_shapes    dtype / space / feature shape of every value from its inputs
  *   simplify        constant folding, algebraic identities, CSE, dead-code elimination
  *   autodiff        reverse mode: appends the backward program to a module
  *   split_sides     bipartite graphs: one side (sources or destinations) per vertex value
@@ -14,13 +13,9 @@
 #include <vector>
 
 #include "core/ir/ir.h"
+#include "core/ir/typing.h"
 
 namespace seastar::passes {
-
-/// Fills v.dtype, v.space and v.shape from v's inputs (already in m). Throws ValueError.
-void infer_value(const ir::Module& m, ir::Value& v);
-/// Re-infers every value and fails if a stored type disagrees (catches passes' mistakes).
-void infer_shapes(ir::Module& m);
 
 /// Throws ValueError naming the value and the rule it breaks.
 void verify(const ir::Module& m);

@@ -91,18 +91,9 @@ Value reassociate(Module& out, const std::vector<int>& uses, Value v) {
     int best = -1;
     int64_t best_numel = numel(v.shape);
     for (int k = 0; k < 2; ++k) {
-      const Shape& xs = out.at(tv.inputs[k]).shape;
-      const Shape& cs = out.at(c).shape;
-      const size_t r = std::max(xs.size(), cs.size());
-      Shape b(r, 1);
-      bool ok = true;
-      for (size_t i = 0; i < r; ++i) {
-        const int64_t xd = i + xs.size() >= r ? xs[i + xs.size() - r] : 1;
-        const int64_t cd = i + cs.size() >= r ? cs[i + cs.size() - r] : 1;
-        ok = ok && (xd == cd || xd == 1 || cd == 1);
-        b[i] = std::max(xd, cd);
-      }
-      if (ok && numel(b) < best_numel) best = k, best_numel = numel(b);
+      Shape b;
+      if (broadcast_shapes(out.at(tv.inputs[k]).shape, out.at(c).shape, &b) && numel(b) < best_numel)
+        best = k, best_numel = numel(b);
     }
     if (best < 0) continue;
     Value u;

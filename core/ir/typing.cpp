@@ -1,16 +1,24 @@
-/** \file
- * Shape, dtype and space inference: the typing rules of GIR in one place.
- *   spaces: Param is neutral; Vertex and Edge never mix (gather converts); an aggregation turns
- *   Edge into Vertex; sum_rows turns Vertex/Edge into Param.
- *   shapes: elementwise ops broadcast like numpy over the feature axes (right-aligned).
- */
+/** \file The typing rules of GIR (dtype, space and feature shape of each value); see typing.h. */
+#include "core/ir/typing.h"
+
 #include <algorithm>
 
-#include "core/passes/passes.h"
 #include "core/util/errors.h"
 
-namespace seastar::passes {
-using namespace ir;
+namespace seastar::ir {
+
+bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out) {
+  const size_t r = std::max(a.size(), b.size());
+  Shape s(r);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da != db && da != 1 && db != 1) return false;
+    s[i] = da == 1 ? db : da;
+  }
+  *out = std::move(s);
+  return true;
+}
 
 namespace {
 
@@ -22,15 +30,9 @@ Space combine(Space a, Space b, const char* op) {
 }
 
 Shape broadcast(const Shape& a, const Shape& b, const char* op) {
-  size_t r = std::max(a.size(), b.size());
-  Shape out(r);
-  for (size_t i = 0; i < r; ++i) {
-    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da != db && da != 1 && db != 1)
-      SEASTAR_THROW(ValueError, "shapes ", shape_str(a), " and ", shape_str(b), " do not broadcast in '", op, "'");
-    out[i] = da == 1 ? db : da;
-  }
+  Shape out;
+  if (!broadcast_shapes(a, b, &out))
+    SEASTAR_THROW(ValueError, "shapes ", shape_str(a), " and ", shape_str(b), " do not broadcast in '", op, "'");
   return out;
 }
 
@@ -185,14 +187,4 @@ void infer_value(const Module& m, Value& v) {
   SEASTAR_THROW(NotImplementedError, "no shape rule for '", info.name, "'");
 }
 
-void infer_shapes(Module& m) {
-  for (Value& v : m.values) {
-    Value check = v;
-    infer_value(m, check);
-    if (check.dtype != v.dtype || check.space != v.space || check.shape != v.shape)
-      SEASTAR_THROW(ValueError, "inconsistent type for ", print_value(v), ": inferred ", to_string(check.space), " ",
-                    to_string(check.dtype), shape_str(check.shape));
-  }
-}
-
-}  // namespace seastar::passes
+}  // namespace seastar::ir
