@@ -146,6 +146,7 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
   const DeviceGraph& dg = g.on(device);
   const auto options = torch::TensorOptions().device(device);
 
+  kernels::ScratchLease scratch(scratch_);  // intermediates of CPU calls, back to the pool at the end
   std::vector<void*> buffers(plan.buffers.size(), nullptr);
   std::vector<torch::Tensor> keep(plan.buffers.size());
   std::vector<torch::Tensor> outputs(plan.module.outputs.size());
@@ -184,6 +185,8 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
         }
       }
       t = t.contiguous();
+    } else if (buf.role == codegen::Buffer::Role::Intermediate && device.is_cpu()) {
+      t = scratch.take(full, buf.is_int ? torch::kLong : dtype);
     } else {
       t = torch::empty(full, options.dtype(buf.is_int ? torch::kLong : dtype));
       if (buf.role == codegen::Buffer::Role::Output) outputs[buf.index] = t;
