@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/util/file_names.h"
 #include "core/util/errors.h"
 #include "core/util/log.h"
 #include "kernels/host_toolchain.h"
@@ -191,7 +192,7 @@ CompiledKernel compile_cpu(const std::string& source, const std::string& name) {
     return k;
   }
   const std::string dir = cache::ensure_dir();
-  n.stem = dir + "/" + cache::file_stem(name);
+  n.stem = dir + "/" + util::file_stem(name);  // the key follows: two names of one stem never collide
   CompiledKernel k = tc.runnable ? load_or_build(source, name, n, tc) : load_indexed(name, n, tc, dir);
   loaded[memo] = k;
   return k;

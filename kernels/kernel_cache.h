@@ -33,11 +33,6 @@ std::string content_hash(const std::string& text);
 
 namespace cache {
 
-/// `name` as a file-name stem: ASCII letters, digits, '_', '.' and '-' are kept, every other
-/// byte becomes '_', at most 64 characters, never empty or starting with '.' or '-'.
-/// The key follows the stem in every file name, so two names mapping to one stem never collide.
-std::string file_stem(const std::string& name);
-
 /// The cache directory as an absolute path, created if missing. Throws CompileError naming the
 /// directory and the reason when it cannot be created.
 std::string ensure_dir();

@@ -15,6 +15,7 @@
 #include <regex>
 #include <sstream>
 
+#include "core/util/file_names.h"
 #include "core/util/errors.h"
 #include "core/util/log.h"
 #include "kernels/kernel_cache.h"
@@ -334,7 +335,7 @@ CudaBinary compile_cuda(const std::string& source, const std::string& name, int 
     return hit;
   }
 
-  const std::string base = cache::ensure_dir() + "/" + cache::file_stem(name) + "-" + key;
+  const std::string base = cache::ensure_dir() + "/" + util::file_stem(name) + "-" + key;
   b.source_path = base + ".cu";
   b.path = base + (cubin ? ".cubin" : ".ptx");
   std::string why;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/passes/passes.h"
+#include "core/util/file_names.h"
 #include "core/util/log.h"
 
 namespace seastar {
@@ -13,9 +14,16 @@ namespace seastar {
 void dump_stage(const std::string& name, const std::string& step, const std::string& text) {
   const char* dir = std::getenv("SEASTAR_DUMP_DIR");
   if (!dir || !*dir) return;
-  std::filesystem::create_directories(dir);
-  std::string path = std::string(dir) + "/" + name + "." + step;
-  std::ofstream(path) << text;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  // the program name is the user's: made a file name, it stays inside the folder
+  const std::string path = std::string(dir) + "/" + util::file_stem(name) + "." + step;
+  std::ofstream out(path);
+  out << text;
+  if (!out) {
+    log::warn("SEASTAR_DUMP_DIR: could not write " + path + (ec ? " (" + ec.message() + ")" : ""));
+    return;
+  }
   log::debug("dumped " + path);
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/util/file_names.h"
 #include "kernels/kernel_cache.h"
 #include "kernels/subprocess.h"
 
@@ -35,15 +36,15 @@ void spill(const std::string& path, const std::string& data) { std::ofstream(pat
 }  // namespace
 
 TEST(KernelCache, FileStemsAreSafeFileNames) {
-  EXPECT_EQ(sk::cache::file_stem("gat_forward_f32_i32"), "gat_forward_f32_i32");
-  EXPECT_EQ(sk::cache::file_stem("x;touch INJECTED;y"), "x_touch_INJECTED_y");
-  EXPECT_EQ(sk::cache::file_stem("<lambda>"), "_lambda_");
-  EXPECT_EQ(sk::cache::file_stem("$(rm -rf ~)"), "__rm_-rf___");
-  EXPECT_EQ(sk::cache::file_stem(""), "k");
-  EXPECT_EQ(sk::cache::file_stem("-rf"), "k-rf");
-  EXPECT_EQ(sk::cache::file_stem("../up"), "k.._up");
-  EXPECT_EQ(sk::cache::file_stem("\xc3\xa9t\xc3\xa9"), "__t__");  // UTF-8 bytes
-  EXPECT_EQ(sk::cache::file_stem(std::string(300, 'n')).size(), 64u);
+  EXPECT_EQ(seastar::util::file_stem("gat_forward_f32_i32"), "gat_forward_f32_i32");
+  EXPECT_EQ(seastar::util::file_stem("x;touch INJECTED;y"), "x_touch_INJECTED_y");
+  EXPECT_EQ(seastar::util::file_stem("<lambda>"), "_lambda_");
+  EXPECT_EQ(seastar::util::file_stem("$(rm -rf ~)"), "__rm_-rf___");
+  EXPECT_EQ(seastar::util::file_stem(""), "k");
+  EXPECT_EQ(seastar::util::file_stem("-rf"), "k-rf");
+  EXPECT_EQ(seastar::util::file_stem("../up"), "k.._up");
+  EXPECT_EQ(seastar::util::file_stem("\xc3\xa9t\xc3\xa9"), "__t__");  // UTF-8 bytes
+  EXPECT_EQ(seastar::util::file_stem(std::string(300, 'n')).size(), 64u);
 }
 
 TEST(KernelCache, EntriesRoundTripAndCatchDamage) {

@@ -350,3 +350,21 @@ def test_traced_once_per_signature(graph, graph_factory):
     torch.testing.assert_close(got, expected)
     prog(graph, backend="reference", h=h, w=w)
     assert calls == 2
+
+
+def test_dumps_of_a_program_with_a_hostile_name_stay_in_the_dump_folder(tmp_path, monkeypatch):
+    """SEASTAR_DUMP_DIR file names come from the program's name made safe, as in the kernel
+    cache: no path separators, no '..', no shell characters."""
+    dump = tmp_path / "dumps"
+    monkeypatch.setenv("SEASTAR_DUMP_DIR", str(dump))
+    graph = ss.Graph.from_edge_index(torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
+
+    @ss.vertex_program(name="../../up/$(touch x); é")
+    def hostile(v):
+        return ss.sum(e.src.h for e in v.in_edges())
+
+    hostile(graph, h=torch.ones(2, 3), backend="fused")
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert written and all(p.parts[0] == "dumps" and len(p.parts) == 2 for p in written), written
+    assert any(p.name.endswith(".0-traced.gir") for p in written)
+    assert all(set(p.name) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") for p in written)
