@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <mutex>
+#include <set>
 
 #include "core/util/errors.h"
 #include "core/util/log.h"
@@ -190,7 +194,51 @@ std::string ensure_dir() {
   if (int err = make_dirs(dir))
     SEASTAR_THROW(CompileError, "cannot create the kernel cache directory ", dir, ": ", std::strerror(err),
                   " (SEASTAR_CACHE_DIR selects another directory)");
+  static std::mutex mutex;
+  static std::set<std::string> swept;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (swept.insert(dir).second) sweep_stale_temps(dir);
+  }
   return dir;
+}
+
+int64_t temp_owner(const std::string& file_name) {
+  // <entry>.<pid>-<n>.tmp, optionally followed by a suffix (".so" for the compiler's output)
+  const size_t tmp = file_name.rfind(".tmp");
+  if (tmp == std::string::npos) return -1;
+  const size_t dash = file_name.rfind('-', tmp);
+  const size_t dot = dash == std::string::npos ? std::string::npos : file_name.rfind('.', dash);
+  if (dot == std::string::npos || dash == dot + 1 || tmp == dash + 1) return -1;
+  for (size_t i = dot + 1; i < tmp; ++i)
+    if (i != dash && (file_name[i] < '0' || file_name[i] > '9')) return -1;
+  return std::strtoll(file_name.c_str() + dot + 1, nullptr, 10);
+}
+
+int sweep_stale_temps(const std::string& dir, int64_t dead_after_s, int64_t any_after_s) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  int removed = 0;
+  const time_t now = std::time(nullptr);
+  while (dirent* ent = ::readdir(d)) {
+    const std::string name = ent->d_name;
+    const int64_t pid = temp_owner(name);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    const std::string path = dir + "/" + name;
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    const int64_t age = static_cast<int64_t>(now - st.st_mtime);
+    // a dead writer on this machine: its rename never comes; a writer on another machine that
+    // shares the folder cannot be asked, so only a day-old file counts as abandoned there
+    const bool dead = ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    if ((dead && age >= dead_after_s) || age >= any_after_s) {
+      if (::unlink(path.c_str()) == 0) ++removed;
+    }
+  }
+  ::closedir(d);
+  if (removed) log::info("kernel cache: removed " + std::to_string(removed) + " temporary files of processes that "
+                         "died while writing them (" + dir + ")");
+  return removed;
 }
 
 Found read_entry(const std::string& path, const std::string& key, Entry* entry, std::string* why) {

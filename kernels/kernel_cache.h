@@ -60,8 +60,17 @@ void write_entry(const std::string& path, const std::string& key, const std::str
 /// Writes a plain file (a generated source) through a temporary file + rename.
 void write_file(const std::string& path, const std::string& data);
 
-/// A temporary name beside `path`, unique to this process and call.
+/// A temporary name beside `path`, unique to this process and call: `<path>.<pid>-<n>.tmp`.
 std::string temp_path(const std::string& path);
+
+/// The pid in a temp_path file name (a suffix after ".tmp" is allowed), or -1 for any other name.
+int64_t temp_owner(const std::string& file_name);
+
+/// Removes the temporary files in `dir` that a killed process left behind (they are never
+/// renamed into place): those of a process no longer running on this machine once
+/// `dead_after_s` old, and any once `any_after_s` old (a writer on another machine sharing the
+/// folder). ensure_dir() runs it once per process and folder. Returns how many it removed.
+int sweep_stale_temps(const std::string& dir, int64_t dead_after_s = 600, int64_t any_after_s = 86400);
 
 /// Removes the bad entry at `path` (a file or a directory in its place) unless another process
 /// has meanwhile replaced it with a valid one for `key`. Returns false (and logs) when it

@@ -1,7 +1,9 @@
 /** \file The JIT's building blocks without a compiler: cache entries, file names, spawning. */
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <utime.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -85,6 +87,42 @@ TEST(KernelCache, EntriesRoundTripAndCatchDamage) {
   EXPECT_TRUE(sk::cache::discard(path, "k1"));
   EXPECT_EQ(sk::cache::read_entry(path, "k1", &e, &why), sk::cache::Found::hit);
   std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST(KernelCache, TemporaryFilesOfDeadWritersAreSwept) {
+  EXPECT_EQ(sk::cache::temp_owner("gat_fwd-0123abcd.so.4242-7.tmp"), 4242);
+  EXPECT_EQ(sk::cache::temp_owner("gat_fwd-0123abcd.so.4242-7.tmp.so"), 4242);  // the compiler's output
+  EXPECT_EQ(sk::cache::temp_owner("gat_fwd-0123abcd.so"), -1);
+  EXPECT_EQ(sk::cache::temp_owner("x.tmp"), -1);
+  EXPECT_EQ(sk::cache::temp_owner("x.12a-3.tmp"), -1);
+
+  const std::string dir = temp_dir();
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);  // now a pid that no process has
+  auto file = [&](const std::string& name, int age_s) {
+    const std::string path = dir + "/" + name;
+    spill(path, "partial object");
+    struct utimbuf t;
+    t.actime = t.modtime = time(nullptr) - age_s;
+    utime(path.c_str(), &t);
+    return path;
+  };
+  auto exists = [](const std::string& p) { struct stat st; return stat(p.c_str(), &st) == 0; };
+  const std::string dead = std::to_string(child), live = std::to_string(getppid());
+  const std::string old_dead = file("a.so." + dead + "-0.tmp", 3600);
+  const std::string old_dead_so = file("b.so." + dead + "-1.tmp.so", 3600);
+  const std::string young_dead = file("c.so." + dead + "-2.tmp", 5);     // may still be renamed by a slow rename
+  const std::string old_live = file("d.so." + live + "-0.tmp", 3600);    // its writer is still running
+  const std::string ancient_live = file("e.so." + live + "-1.tmp", 200000);  // abandoned whoever wrote it
+  const std::string entry = file("f.so", 200000);                        // an entry, never a temporary
+  EXPECT_EQ(sk::cache::sweep_stale_temps(dir), 3);
+  EXPECT_FALSE(exists(old_dead));
+  EXPECT_FALSE(exists(old_dead_so));
+  EXPECT_TRUE(exists(young_dead));
+  EXPECT_TRUE(exists(old_live));
+  EXPECT_FALSE(exists(ancient_live));
+  EXPECT_TRUE(exists(entry));
 }
 
 TEST(Subprocess, ArgumentsAreWordsNotShellSyntax) {

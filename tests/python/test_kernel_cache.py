@@ -307,3 +307,24 @@ def test_a_compiler_killed_by_sigint_is_an_interrupt(tmp_path, monkeypatch):
         ss._C.jit_compile_cpu("// sigint\n", "sigint")
     assert not list((tmp_path / "kernels").glob("*.so"))
     cache_entries.check_dir(tmp_path / "kernels")
+
+
+def test_temporaries_of_a_killed_writer_are_swept_by_the_next_process(warm, tmp_path):
+    """A process killed while writing an entry (SIGKILL, an OOM kill) leaves its temporary file,
+    which nothing renames: the next process using the folder removes it once it is old enough,
+    and leaves the entries and a running process's temporaries alone."""
+    cache = _copy(warm, tmp_path)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # its pid now belongs to no process
+    stale = [cache / f"cache_probe_forward-0123.so.{dead.pid}-0.tmp", cache / f"x.so.{dead.pid}-1.tmp.so"]
+    running = cache / f"y.so.{os.getpid()}-0.tmp"
+    for p in stale + [running]:
+        p.write_bytes(b"half an object")
+        os.utime(p, (time.time() - 3600, time.time() - 3600))
+    r = _run(cache)
+    assert r.returncode == 0, r.stderr
+    assert EXPECTED in r.stdout
+    assert not any(p.exists() for p in stale)
+    assert running.exists()
+    running.unlink()
+    cache_entries.check_dir(cache)
