@@ -49,30 +49,43 @@ void place_outputs(FusedPlan& p, const std::vector<Group>& sides) {
     Kernel& vm = sides[o] == Group::Src ? vmap_src : vmap;
     (v.space == Space::Edge ? emap : v.space == Space::Vertex ? vm : pmap).values.push_back(o);
   }
-  // the aggregations of a traversal that nothing but its own epilogue reads
-  {
-    std::vector<std::vector<int>> users(m.size());
-    for (const Value& v : m.values)
-      for (int in : v.inputs) users[in].push_back(v.id);
-    std::set<int> outs(m.outputs.begin(), m.outputs.end());
-    for (Kernel& k : p.kernels) {
-      if (k.kind != Kernel::Kind::Traverse || k.epilogue.empty()) continue;
-      std::set<int> in_epilogue;  // the values the epilogue computes (not through a reduction)
-      visit_inputs(m, k.epilogue, [&](const Value& v) {
-        if (is_reduction(v)) return false;
-        in_epilogue.insert(v.id);
-        return true;
-      });
-      for (int a : k.values) {
-        if (is_row_reduction(m.at(a)) || outs.count(a) || users[a].empty()) continue;
-        if (std::all_of(users[a].begin(), users[a].end(), [&](int u) { return in_epilogue.count(u) > 0; }))
-          k.epilogue_only.push_back(a);
-      }
-    }
-  }
   for (Kernel* k : {&vmap, &vmap_src, &emap, &pmap})
     if (!k->values.empty()) p.kernels.push_back(*k);
 
+  // the aggregations of a traversal that nothing but its own epilogue reads: an emitter may hand
+  // the epilogue the accumulator and leave the buffer unwritten, so nothing another kernel
+  // computes (a reduction's input, another epilogue, a map) may reach them, not even through a
+  // subexpression it shares with this epilogue
+  std::vector<std::vector<int>> users(m.size());
+  for (const Value& v : m.values)
+    for (int in : v.inputs) users[in].push_back(v.id);
+  const std::set<int> outs(m.outputs.begin(), m.outputs.end());
+  for (size_t ki = 0; ki < p.kernels.size(); ++ki) {
+    Kernel& k = p.kernels[ki];
+    if (k.kind != Kernel::Kind::Traverse || k.epilogue.empty()) continue;
+    std::vector<int> elsewhere;  // what the other computations read
+    for (size_t kj = 0; kj < p.kernels.size(); ++kj) {
+      const Kernel& o = p.kernels[kj];
+      for (int v : o.values) {
+        const Value& x = m.at(v);
+        if (is_reduction(x)) {
+          elsewhere.insert(elsewhere.end(), x.inputs.begin(), x.inputs.end());
+        } else {
+          elsewhere.push_back(v);
+        }
+      }
+      if (kj != ki) elsewhere.insert(elsewhere.end(), o.epilogue.begin(), o.epilogue.end());
+    }
+    std::set<int> read_elsewhere;
+    visit_inputs(m, elsewhere, [&](const Value& v) {
+      if (!is_reduction(v)) return true;
+      read_elsewhere.insert(v.id);
+      return false;
+    });
+    for (int a : k.values)
+      if (!is_row_reduction(m.at(a)) && !outs.count(a) && !users[a].empty() && !read_elsewhere.count(a))
+        k.epilogue_only.push_back(a);
+  }
 }
 
 }  // namespace seastar::codegen
