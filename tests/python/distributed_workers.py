@@ -159,6 +159,18 @@ def minibatch_rank(rank, world, shared_path, out_dir, epochs, batch_size):
 ACC_FANOUTS = [10, 5]
 
 
+def _fit(model, loader, epochs):
+    """The accuracy protocol's training (Adam, lr 0.01, weight decay 5e-4), the same on one
+    process and on many."""
+    opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+    for _ in range(epochs):
+        model.train()
+        for b in loader:
+            opt.zero_grad()
+            F.cross_entropy(model(b.blocks, b.x), b.y).backward()
+            opt.step()
+
+
 def minibatch_accuracy_rank(rank, world, shared_path, out_dir, seeds, epochs, batch_size):
     """SAGE on Cora as in test_minibatch_training, the global batch split over the ranks."""
     from torch.nn.parallel import DistributedDataParallel
@@ -172,16 +184,9 @@ def minibatch_accuracy_rank(rank, world, shared_path, out_dir, seeds, epochs, ba
     accs = []
     for seed in seeds:
         convs = _model(ds.x.shape[1], ds.num_classes, seed)
-        model = DistributedDataParallel(Blocks(convs))
-        opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
         loader = DistributedNeighborLoader(ds, ACC_FANOUTS, batch_size=batch_size, input_nodes=ds.train_mask,
                                            seed=seed, prefetch=1)
-        for _ in range(epochs):
-            model.train()
-            for b in loader:
-                opt.zero_grad()
-                F.cross_entropy(model(b.blocks, b.x), b.y).backward()
-                opt.step()
+        _fit(DistributedDataParallel(Blocks(convs)), loader, epochs)
         accs.append(_test_accuracy(convs, ds, ds.x))
     torch.save(accs, f"{out_dir}/acc{rank}.pt")
 
@@ -191,16 +196,9 @@ def minibatch_accuracy_single(ds, seed, epochs, batch_size):
     from test_minibatch_training import _model, _test_accuracy
 
     convs = _model(ds.x.shape[1], ds.num_classes, seed)
-    model = Blocks(convs)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
     loader = ss.loader.NeighborLoader(ds, ACC_FANOUTS, batch_size=batch_size, input_nodes=ds.train_mask, seed=seed,
                                       prefetch=1)
-    for _ in range(epochs):
-        model.train()
-        for b in loader:
-            opt.zero_grad()
-            F.cross_entropy(model(b.blocks, b.x), b.y).backward()
-            opt.step()
+    _fit(Blocks(convs), loader, epochs)
     return _test_accuracy(convs, ds, ds.x)
 
 
