@@ -32,13 +32,13 @@
 #include "core/frontend/builder.h"
 #include "core/graph/graph_tensors.h"
 #include "core/passes/pipeline.h"
+#include "kernels/program_core.h"
 
 namespace seastar {
 
-class FusedProgram;
-
-/// A traced GNN layer; call it with a graph and named tensors. Copies share one trace cache.
-/// Thread-safe: concurrent calls trace a new signature once and share the compiled kernels.
+/// A traced GNN layer; call it with a graph and named tensors. Copies share one trace cache
+/// (a ProgramCore, the orchestrator Python's vertex programs use too). Thread-safe: concurrent
+/// calls share one cache entry per signature and its compiled kernels.
 class Program {
  public:
   using Fn = std::function<Var(Vertex&)>;
@@ -69,8 +69,7 @@ class Program {
 
  private:
   struct Impl;
-  struct Compiled;
-  std::shared_ptr<const Compiled> compiled(const Graph& graph, const Tensors& tensors) const;
+  std::shared_ptr<const Signature> signature(const Graph& graph, const Tensors& tensors) const;
   std::shared_ptr<Impl> impl_;
 };
 

@@ -1,4 +1,5 @@
-"""The fused backend's Python side: builds a ``_C.FusedProgram`` per traced signature and runs it.
+"""The fused backend's Python side: whether the fused kernels run a call (and the one warning
+when they do not), and running them; each traced signature (``_C.Signature``) owns its kernels.
 
 CPU tensors run generated C++ (compiled by the host compiler on first use); CUDA tensors run
 generated CUDA (compiled by NVRTC for the tensors' device, launched on torch's current stream)
@@ -11,9 +12,7 @@ from __future__ import annotations
 import logging
 import warnings
 
-import torch
-
-from . import _C
+from . import _C  # noqa: F401 (the types named in annotations)
 
 log = logging.getLogger("seastar")
 FALLBACK_MESSAGE = "runs on the reference backend"
@@ -35,24 +34,12 @@ class FallbackLog(logging.Handler):
             self.messages.append(msg)
 
 def _program(compiled) -> "_C.FusedProgram":
-    if compiled.kernels is None:
-        compiled.kernels = _C.FusedProgram(compiled.lowered)
     return compiled.kernels
 
 
 def why_unavailable(compiled, tensors) -> str:
-    devices = {t.device.type for t in tensors.values()}
-    other = devices - {"cpu", "cuda"}
-    if other:
-        return f"the fused backend runs CPU and CUDA tensors, not {sorted(other)}"
-    dtypes = {t.dtype for t in tensors.values() if t.is_floating_point()} - {torch.float32, torch.float64}
-    if dtypes:
-        return f"the fused kernels compute in float32 and float64, not {sorted(map(str, dtypes))}"
-    if "cuda" in devices and not getattr(_C, "cuda_built", False):
-        return ("the tensors are on a CUDA device but this build of Seastar has no CUDA backend (it was built "
-                "without the CUDA toolkit); rebuild with the toolkit installed, move the tensors to the CPU, "
-                "or use backend='reference'")
-    return _program(compiled).unsupported
+    """Why the fused kernels cannot run this call (device, dtype, build, program); empty if they can."""
+    return compiled.unsupported(tensors)
 
 
 class FallbackWarning(UserWarning):
@@ -79,5 +66,4 @@ def available(compiled, tensors, backend: str = "auto") -> bool:
 
 
 def run(compiled, graph, tensors):
-    names = list(compiled.names)
-    return _C.fused_apply(_program(compiled), graph._g, names, compiled.bind(graph, tensors))
+    return compiled.run(graph._g, tensors)

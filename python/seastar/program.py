@@ -12,7 +12,7 @@ import itertools
 import logging
 import time
 import weakref
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
 
 import torch
 
@@ -37,38 +37,6 @@ JIT_TRACE_MESSAGE = ("torch.jit.trace cannot record Seastar's kernels (it would 
                      "them as the ops seastar::vertex_program / seastar::vertex_program_backward")
 
 
-class Compiled:
-    """One traced and lowered signature of a program."""
-
-    def __init__(self, lowered, names: List[str], param_names: List[str], param_shapes: Dict[str, tuple]):
-        self.lowered = lowered
-        # the tensors the kernels take, sorted: the user's names and, on a bipartite graph,
-        # ``x@dst`` for each x read at both endpoints
-        extra = sorted(n for n in lowered.vertex_inputs if n.endswith(DST_SUFFIX))
-        self.names = names + extra
-        self.param_names = param_names
-        self.param_shapes = param_shapes  # full shapes of the tensors bound as parameters
-        self.kernels = None  # the fused backend's compiled kernels, built on first use
-
-    def fits(self, tensors: Dict[str, torch.Tensor]) -> bool:
-        return all(tuple(tensors[k].shape) == s for k, s in self.param_shapes.items())
-
-    def bind(self, graph: Graph, tensors: Dict[str, torch.Tensor]) -> List[torch.Tensor]:
-        """The tensors in ``names`` order; ``x@dst`` is a view of x's first num_dst rows."""
-        out = []
-        for k in self.names:
-            if k.endswith(DST_SUFFIX):
-                base = k[: -len(DST_SUFFIX)]
-                if graph.num_dst > graph.num_src:
-                    raise ValueError(f"{self.lowered.name}: '{base}' is read at both sources and destinations, which "
-                                     f"needs every destination to be a source (num_dst={graph.num_dst} <= "
-                                     f"num_src={graph.num_src})")
-                out.append(tensors[base][: graph.num_dst])
-            else:
-                out.append(tensors[k])
-        return out
-
-
 class VertexProgram:
     """A traced GNN layer; call it with a graph and named tensors."""
 
@@ -86,7 +54,8 @@ class VertexProgram:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.backend = backend
-        self._cache: Dict[Tuple, Compiled] = {}
+        # the trace cache, the call checks and the kernels: the orchestrator C++ programs use too
+        self._core = _C.ProgramCore(self.name)
         self.uid = next(_program_uids)
         PROGRAMS[self.uid] = self
 
@@ -116,33 +85,21 @@ class VertexProgram:
         """The forward and backward GIR (seastar._C.LoweredProgram) for these tensors."""
         return self._compiled(graph, tensors).lowered
 
-    def _compiled(self, graph: Graph, tensors: Dict[str, torch.Tensor]) -> Compiled:
-        # What changes the code, never vertex or edge counts: each tensor's feature shape (all but
-        # its first axis), dtype and requires_grad, and the graph's kind and types, so every
-        # mini-batch of a loader reuses one trace. Parameters, whose first axis is not a row
-        # count, are told apart by Compiled.fits.
-        key = (tuple((k, t.dim(), tuple(t.shape[1:]), t.dtype, t.requires_grad) for k, t in sorted(tensors.items())),
-               graph.is_bipartite, graph.has_node_types, graph.has_edge_types, graph.num_node_types,
-               graph.num_edge_types)
-        entries = self._cache.setdefault(key, [])
-        for hit in entries:
-            if hit.fits(tensors):
-                return hit
+    def _compiled(self, graph: Graph, tensors: Dict[str, torch.Tensor]) -> "_C.Signature":
+        """The traced and lowered signature of these tensors (tracing it on a miss); the cache is
+        keyed by what changes the code, never by vertex or edge counts (see _C.ProgramCore)."""
+        return self._core.signature(graph._g, tensors, lambda: self._trace_for_cache(graph, tensors))
+
+    def _trace_for_cache(self, graph: Graph, tensors) -> "_C.Module":
         t0 = time.perf_counter()
         module = self.trace(graph, **tensors)
-        wrt = [k for k, t in sorted(tensors.items()) if t.requires_grad]
-        lowered = _C.lower(module, wrt, self.name, graph.is_bipartite)
-        params = {v["name"] for v in module.values if v["op"] == "param"}
-        compiled = Compiled(lowered, sorted(tensors), self.param_names,
-                            {k: tuple(tensors[k].shape) for k in sorted(params)})
-        entries.append(compiled)
         log.debug("traced %s in %.1f ms", self.name, 1e3 * (time.perf_counter() - t0))
-        return compiled
+        return module
 
     @property
     def num_traces(self) -> int:
         """How many signatures have been traced (the size of the trace cache)."""
-        return sum(len(v) for v in self._cache.values())
+        return self._core.num_traces
 
     # -- running -----------------------------------------------------------------------------
     def __call__(self, graph: Graph, backend: str | None = None, **tensors):
@@ -157,7 +114,7 @@ class VertexProgram:
         if torch.jit.is_tracing():
             raise RuntimeError(f"{self.name}: {JIT_TRACE_MESSAGE}")
         compiled = self._compiled(graph, tensors)
-        _check_inputs(self.name, compiled.lowered, graph, tensors)
+        compiled.check(self.name, graph._g, tensors)
         backend = backend or self.backend
         from . import fused  # late import: the fused runtime is optional for tracing and tests
         if backend in ("auto", "fused") and fused.available(compiled, tensors, backend):
@@ -165,7 +122,7 @@ class VertexProgram:
         elif backend == "fused":
             raise NotImplementedError(fused.why_unavailable(compiled, tensors))
         else:
-            outs = _ReferenceFunction.apply(compiled, graph, *compiled.bind(graph, tensors))
+            outs = _ReferenceFunction.apply(compiled, graph, *compiled.bind(graph._g, tensors))
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
@@ -193,37 +150,11 @@ def vertex_program(fn=None, *, name: str | None = None, backend: str = "auto"):
     return VertexProgram(fn, name=name, backend=backend)
 
 
-def _check_inputs(name: str, lowered, graph: Graph, tensors: Dict[str, torch.Tensor]) -> None:
-    """Row counts, dtypes and devices of the bound tensors against the graph and each other."""
-    dtypes, devices = set(), set()
-    sides = lowered.vertex_inputs
-    for v in lowered.forward.values:
-        if v["op"] not in ("input_vertex", "input_edge", "param") or v["name"].endswith(DST_SUFFIX):
-            continue
-        t = tensors[v["name"]]
-        if not t.is_floating_point():
-            raise TypeError(f"{name}: '{v['name']}' must be a floating-point tensor, got {t.dtype}")
-        dtypes.add(t.dtype)
-        devices.add(t.device)
-        if v["op"] == "input_vertex":
-            src = sides.get(v["name"]) == "src"
-            what = "vertices" if not graph.is_bipartite else "sources" if src else "destinations"
-            rows = (graph.num_src if src else graph.num_dst, what)
-        else:
-            rows = {"input_edge": (graph.num_edges, "edges")}.get(v["op"])
-        if rows and t.shape[0] != rows[0]:
-            raise ValueError(f"{name}: '{v['name']}' has {t.shape[0]} rows but the graph has {rows[0]} {rows[1]}")
-    if len(dtypes) > 1:
-        raise TypeError(f"{name}: inputs mix dtypes {sorted(map(str, dtypes))}; convert them to one")
-    if len(devices) > 1:
-        raise ValueError(f"{name}: inputs are on different devices {sorted(map(str, devices))}")
-
-
 class _ReferenceFunction(torch.autograd.Function):
     """Runs the lowered forward and backward GIR with the reference executor."""
 
     @staticmethod
-    def forward(ctx, compiled: Compiled, graph: Graph, *tensors):
+    def forward(ctx, compiled: "_C.Signature", graph: Graph, *tensors):
         named = dict(zip(compiled.names, tensors))
         ctx.compiled, ctx.graph = compiled, graph
         ctx.save_for_backward(*tensors)

@@ -157,7 +157,7 @@ class Signature(NamedTuple):
     """One traced signature of a program as the ops run it (registered by program_signature)."""
 
     program: Any  # the VertexProgram
-    compiled: Any  # its program.Compiled
+    compiled: Any  # its _C.Signature
     fused: bool  # run by fused kernels (else the reference executor)
     out_shapes: Tuple[tuple, ...]  # outputs' shapes on this graph
     wrt_index: Tuple[int, ...]  # positions in compiled.names of lowered.wrt
@@ -197,12 +197,12 @@ def program_signature(graph: Graph, program_uid: int, metas: Tuple, backend: str
     graph): traces and lowers the program for these tensors as an eager call would, checks the
     inputs, and returns ``(signature id, bound names, num_dst)`` for the compiled code."""
     from . import fused
-    from .program import DST_SUFFIX, PROGRAMS, _check_inputs
+    from .program import PROGRAMS
 
     program = PROGRAMS[program_uid]
     tensors = {name: TensorMeta(shape, dtype, device, rg) for name, shape, dtype, device, rg in metas}
     compiled = program._compiled(graph, tensors)
-    _check_inputs(program.name, compiled.lowered, graph, tensors)
+    compiled.check(program.name, graph._g, tensors)
     if backend in ("auto", "fused") and fused.available(compiled, tensors, backend):
         use_fused = True
     elif backend == "fused":
@@ -210,8 +210,6 @@ def program_signature(graph: Graph, program_uid: int, metas: Tuple, backend: str
     else:
         use_fused = False
     names = tuple(compiled.names)
-    if graph.num_dst > graph.num_src and any(n.endswith(DST_SUFFIX) for n in names):
-        compiled.bind(graph, {n: None for n in compiled.names})  # raises its clear error
     key = (id(compiled), use_fused, graph.num_dst, graph.num_edges)
     with _lock:
         sid = _SIGNATURE_IDS.get(key)

@@ -50,6 +50,7 @@ PYBIND11_MODULE(_C, m) {
   seastar::python::bind_graph(m);
   seastar::python::bind_ir(m);
   seastar::python::bind_runtime(m);
+  seastar::python::bind_program(m);
   seastar::python::bind_sampling(m);
   seastar::python::bind_cuda(m);
 }
