@@ -19,7 +19,7 @@ import torch
 from . import _C
 from . import reference
 from .graph import Graph
-from .tracing import Tracer, Value, Vertex, patched_builtins
+from .tracing import Tracer, Value, Vertex, _user_location, patched_builtins
 
 log = logging.getLogger("seastar")
 
@@ -114,7 +114,11 @@ class VertexProgram:
         if torch.jit.is_tracing():
             raise RuntimeError(f"{self.name}: {JIT_TRACE_MESSAGE}")
         compiled = self._compiled(graph, tensors)
-        compiled.check(self.name, graph._g, tensors)
+        try:
+            compiled.check(self.name, graph._g, tensors)
+        except (TypeError, ValueError) as e:  # name the calling line, as trace errors do
+            file, line = _user_location()
+            raise type(e)(f"{file}:{line}: {e}") from None
         backend = backend or self.backend
         from . import fused  # late import: the fused runtime is optional for tracing and tests
         if backend in ("auto", "fused") and fused.available(compiled, tensors, backend):

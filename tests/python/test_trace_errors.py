@@ -279,11 +279,6 @@ def test_mixed_dtypes(graph):
     assert info.type is TypeError and "mix dtypes" in str(info.value)
 
 
-CALL_LOCATION_XFAIL = pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="program._check_inputs raises without the caller's file and line")
-
-
-@CALL_LOCATION_XFAIL
 @pytest.mark.parametrize("case", ["rows", "int", "dtypes"])
 def test_call_errors_name_the_calling_line(graph, case):
     h, w = _h(graph), _w(graph)
