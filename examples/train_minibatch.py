@@ -1,8 +1,13 @@
 #!/usr/bin/env python
-"""Mini-batch node classification with neighbour sampling (GraphSAGE or GAT).
+"""Mini-batch node classification with neighbour sampling (GraphSAGE, GAT or R-GCN).
 
     python examples/train_minibatch.py --model sage --dataset cora
     python examples/train_minibatch.py --model gat --dataset synthetic --num-nodes 1000000 --fanouts 15,10
+    python examples/train_minibatch.py --model rgcn --dataset planted --num-nodes 100000 --fanouts 10,10
+
+``--dataset planted`` is a typed graph (ss.datasets.planted_typed_classification: a vertex's class
+is written in the relations of its in-edges); its sampled blocks keep their edge types, and R-GCN
+(RGCNConv per layer) trains on them.
 
 Each epoch samples blocks for batches of training vertices (ss.loader.NeighborLoader: the C++
 sampler on a background thread, ahead of training) and runs the layers on them. The line per
@@ -81,17 +86,34 @@ class GAT(nn.Module):
         return F.elu(h)
 
 
-MODELS = {"sage": SAGE, "gat": GAT}
+class RGCN(nn.Module):
+    """RGCNConv(F, hidden, R) -> ReLU -> dropout -> ... -> RGCNConv(hidden, C, R), on typed blocks."""
+
+    def __init__(self, f_in, hidden, classes, layers, dropout, heads, num_relations=1, aggr="add"):
+        super().__init__()
+        dims = [f_in] + [hidden] * (layers - 1) + [classes]
+        self.convs = nn.ModuleList(snn.RGCNConv(a, b, num_relations, aggr=aggr) for a, b in zip(dims[:-1], dims[1:]))
+        self.dropout = dropout
+
+    forward = SAGE.forward
+    between = SAGE.between
+
+
+MODELS = {"sage": SAGE, "gat": GAT, "rgcn": RGCN}
+TYPED_DATASETS = ("planted",)
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=sorted(MODELS), default="sage")
-    p.add_argument("--dataset", choices=["cora", "citeseer", "synthetic"], default="cora")
+    p.add_argument("--dataset", choices=["cora", "citeseer", "synthetic", "planted"], default="cora",
+                   help="planted: a typed graph (for --model rgcn)")
     p.add_argument("--num-nodes", type=int, default=100_000, help="synthetic: vertices")
     p.add_argument("--avg-degree", type=float, default=20.0, help="synthetic: edges per vertex")
     p.add_argument("--num-features", type=int, default=100, help="synthetic: feature width")
-    p.add_argument("--num-classes", type=int, default=10, help="synthetic: classes")
+    p.add_argument("--num-classes", type=int, default=10, help="synthetic, planted: classes")
+    p.add_argument("--relations", type=int, default=6, help="planted: edge types")
+    p.add_argument("--aggr", choices=["add", "mean"], default="add", help="rgcn: aggregation per relation")
     p.add_argument("--fanouts", default="25,10", help="neighbours sampled per hop from the seeds, e.g. 15,10 (-1: all)")
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--hidden", type=int, default=256)
@@ -118,6 +140,10 @@ def parse_args(argv=None):
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.num_classes < 2:
         p.error(f"--num-classes must be at least 2, got {args.num_classes}")
+    if args.relations < 1:
+        p.error(f"--relations must be at least 1, got {args.relations}")
+    if (args.model == "rgcn") != (args.dataset in TYPED_DATASETS):
+        p.error("--model rgcn trains on a typed graph (--dataset planted), and a typed graph needs --model rgcn")
     if not 0.0 <= args.dropout < 1.0:
         p.error(f"--dropout must be in [0, 1), got {args.dropout}")
     if args.prefetch < 0 or args.threads < 0:
@@ -126,6 +152,14 @@ def parse_args(argv=None):
 
 
 def load(args):
+    if args.dataset == "planted":
+        t0 = time.perf_counter()
+        ds = ss.datasets.planted_typed_classification(
+            args.num_nodes, int(args.num_nodes * args.avg_degree), 3, args.relations, args.num_classes,
+            args.num_features, seed=args.seed)
+        log.info("generated typed graph: %d vertices, %d edges, %d relations in %.1f s", ds.graph.num_nodes,
+                 ds.graph.num_edges, ds.graph.num_edge_types, time.perf_counter() - t0)
+        return ds
     if args.dataset == "synthetic":
         t0 = time.perf_counter()
         ds = ss.datasets.synthetic_node_classification(args.num_nodes, avg_degree=args.avg_degree,
@@ -156,7 +190,9 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     ds = load(args)
-    model = MODELS[args.model](ds.x.shape[1], args.hidden, ds.num_classes, len(args.fanouts), args.dropout, args.heads)
+    typed = dict(num_relations=ds.graph.num_edge_types, aggr=args.aggr) if args.model == "rgcn" else {}
+    model = MODELS[args.model](ds.x.shape[1], args.hidden, ds.num_classes, len(args.fanouts), args.dropout, args.heads,
+                               **typed)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     loader = ss.loader.NeighborLoader(ds, num_neighbors=args.fanouts, batch_size=args.batch_size,
                                       input_nodes=ds.train_mask, shuffle=True, seed=args.seed, prefetch=args.prefetch)

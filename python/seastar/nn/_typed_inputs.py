@@ -46,6 +46,21 @@ def typed_call(layer: str, x, edge_index, edge_type: Optional[torch.Tensor], num
     floats = [t.dtype for t in (x_src, x_dst) if t.is_floating_point()]
     dtype = floats[0] if floats else param_dtype
     ns, nd = int(x_src.shape[0]), int(x_dst.shape[0])
+    if isinstance(edge_index, Graph) and edge_index.is_bipartite:  # a sampled block, say
+        graph = edge_index
+        gs, gd = graph.num_src, graph.num_dst
+        if not pair:  # one tensor of the sources' rows: the destinations are the first num_dst of them
+            if ns != gs:
+                raise ValueError(f"{layer}: x has {ns} rows but the bipartite graph has {gs} sources")
+            x_dst, nd = x_src[:gd], min(ns, gd)
+        if (ns, nd) != (gs, gd):
+            raise ValueError(f"{layer}: the features give {ns} sources and {nd} destinations but the graph has "
+                             f"{gs} sources and {gd} destinations")
+        if not graph.has_edge_types:
+            raise ValueError(f"{layer}: the bipartite graph has no edge types; build it with edge_type=... or sample "
+                             f"it from a typed graph")
+        return TypedCall(typed_square(graph.edge_index, graph.edge_type, gs, gd, num_relations, layer),
+                         x_src, x_dst, ns, nd, dtype)
     if isinstance(edge_index, Graph):
         graph = edge_index
         if ns != graph.num_nodes or nd != graph.num_nodes:
