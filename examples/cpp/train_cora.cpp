@@ -24,7 +24,7 @@
 
 #include "core/graph/graph_tensors.h"
 #include "examples/cpp/planetoid.h"
-#include "kernels/nn.h"
+#include "api/nn.h"
 
 #ifndef SEASTAR_CORA_DIR
 #define SEASTAR_CORA_DIR "python/seastar/datasets/data/planetoid/cora"

@@ -22,7 +22,7 @@
 #include "core/graph/graph_tensors.h"
 #include "core/sampling/neighbor_sampler.h"
 #include "examples/cpp/planetoid.h"
-#include "kernels/program.h"
+#include "api/program.h"
 
 #ifndef SEASTAR_CORA_DIR
 #define SEASTAR_CORA_DIR "python/seastar/datasets/data/planetoid/cora"

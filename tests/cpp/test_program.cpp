@@ -1,5 +1,5 @@
 /** \file
- * The C++ user API (kernels/program.h, kernels/nn.h) against plain torch written here
+ * The C++ user API (api/program.h, api/nn.h) against plain torch written here
  * (index_add / scatter_reduce over the edge list), in float64, forward and gradients to 1e-10,
  * on a small graph with an isolated vertex, a self loop and a multi-edge. Then the errors a
  * user can make (kept together) and the trace cache.
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/util/errors.h"
-#include "kernels/nn.h"
-#include "kernels/program.h"
+#include "api/nn.h"
+#include "api/program.h"
 
 using namespace seastar;
 

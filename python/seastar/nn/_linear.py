@@ -48,7 +48,7 @@ class Linear(nn.Module):
         self.bias = nn.Parameter(torch.empty(out_channels)) if bias else None
         # torch.nn.Linear's own initialisation, drawn in its order; a layer then applies its
         # initialiser in its reset_parameters(). The layers keep the random draws they made
-        # with torch.nn.Linear, so a seed gives the same model as before (and as kernels/nn.h).
+        # with torch.nn.Linear, so a seed gives the same model as before (and as api/nn.h).
         self._default_init()
 
     def _default_init(self) -> None:

@@ -1,5 +1,5 @@
 /** \file GCNConv and GATConv for LibTorch users; see nn.h. */
-#include "kernels/nn.h"
+#include "api/nn.h"
 
 #include <torch/torch.h>
 

@@ -24,7 +24,7 @@
 #include <ostream>
 
 #include "core/graph/graph_tensors.h"
-#include "kernels/program.h"
+#include "api/program.h"
 
 namespace seastar::nn {
 

@@ -1,5 +1,5 @@
 /** \file Program: trace per signature, lower, run fused with autograd; see program.h. */
-#include "kernels/program.h"
+#include "api/program.h"
 
 #include <torch/torch.h>
 
