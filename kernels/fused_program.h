@@ -61,8 +61,8 @@ class FusedProgram {
   std::string unsupported_;
   Side fwd_, bwd_;
   std::mutex mutex_;
-  std::mutex cuda_mutex_;
-  kernels::ScratchPool scratch_;  ///< the CPU intermediates, reused across calls  ///< guards the CUDA sources (launch() holds mutex_ around the C++ ones)
+  std::mutex cuda_mutex_;  ///< guards the CUDA sources (launch() holds mutex_ around the C++ ones)
+  kernels::ScratchPool scratch_;  ///< the CPU intermediates, reused across calls
 };
 
 }  // namespace seastar
