@@ -1,7 +1,8 @@
 """Fused kernels vs the unfused plain-torch (gather / index_add) version of the same layer.
 
-Each configuration runs in its own process so that peak resident memory is its own. Prints one
-line per configuration with the ratios, and writes everything as JSON:
+Each configuration runs in its own process (``_spawn.spawn_json``, as in every benchmark script)
+so that peak resident memory is its own. Prints one line per configuration with the ratios, and
+writes everything as JSON:
 
     python benchmarks/bench_fused.py --out results/bench_fused.json [--quick]
 
@@ -18,12 +19,13 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _spawn import spawn_json  # noqa: E402  (the benchmarks' one way to run a child)
 
 
 def _peak_rss_mb() -> float:
@@ -101,11 +103,10 @@ def main() -> None:
                                     threads=args.threads, repeats=3 if args.quick else 5, **extra))
     results = []
     for cfg in configs:
-        r = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], capture_output=True, text=True)
-        if r.returncode != 0:
-            print(f"FAILED {cfg}: {r.stderr[-2000:]}", file=sys.stderr)
+        res = spawn_json(__file__, cfg, args.threads, timeout=3600)
+        if res.get("status") in ("timeout", "killed", "failed"):
+            print(f"FAILED {cfg}: {res['reason']}\n{res.get('stderr_tail', '')}", file=sys.stderr)
             sys.exit(1)
-        res = json.loads(r.stdout.strip().splitlines()[-1])
         results.append(res)
         print(f"{res['graph']:>9} {res['model']:>4} {res['backend']:>9}: step {res['step_ms']:9.2f} ms, "
               f"first call {res['first_call_ms']:8.1f} ms, peak RSS {res['peak_rss_mb']:8.1f} MB "
