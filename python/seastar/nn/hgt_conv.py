@@ -15,8 +15,8 @@ from ..program import vertex_program
 from ._precision import float32_inside
 from ._utils import GraphCache, check_graph, dense, glorot, zeros
 from .hgt_dict import dict_forward, dict_inputs, init_dict_mode, is_metadata, reset_dict_mode
-from .rgcn_conv import (MODES, edge_types, node_type_groups, per_relation, prefer_pairs, relation_pairs,
-                        typed_linear)
+from .rgcn_conv import MODES
+from .typed_graph import edge_types, node_type_groups, per_relation, prefer_pairs, relation_pairs, typed_linear
 
 
 @vertex_program(name="hgt_typed")

@@ -29,7 +29,7 @@ from ..graph import Graph
 from ._linear import HeteroDictLinear
 from ._structure import check_edge_index, from_sparse, is_sparse_tensor_like, is_torch_sparse
 from ._tensor_cache import GRAPHS
-from .rgcn_conv import per_relation, relation_pairs
+from .typed_graph import per_relation, relation_pairs
 
 
 class TypedWeight(nn.Module):

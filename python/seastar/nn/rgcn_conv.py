@@ -1,19 +1,18 @@
 """RGCNConv: the relational graph convolution of Schlichtkrull et al. (ESWC 2018), PyG semantics.
 
-Also the shared machinery of the typed layers (``HGTConv`` uses it too): the per-relation
-normalisation, the (source, relation) *pair graph* behind the transform-then-aggregate path, the
-CSC-ordered graph copy of the typed programs, and vertices grouped by node type for typed
-linears. The aggregate-then-transform path lives in ``rgcn_runs``.
+The typed-graph machinery it shares with ``HGTConv`` (per-relation normalisation, the pair graph,
+the CSC-ordered copy, node-type groups, the cost model) lives in ``typed_graph``; the
+aggregate-then-transform path in ``rgcn_runs``.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Dict, Optional, Tuple, Union
 
 import torch
 from torch import nn
 
 from .. import ops as ss
-from ..graph import Graph, tensor_of
+from ..graph import Graph
 from ..program import vertex_program
 from ._precision import float32_inside
 from ._structure import pad_rows
@@ -21,16 +20,11 @@ from ._typed_inputs import typed_call
 from ._utils import GraphCache, dense, glorot, graph_uid, per_graph, zeros
 from .gcn_conv import neighbour_sum, weighted_sum
 from .rgcn_runs import build_run_plan, count_runs, device_plan, per_run_conv
+from .typed_graph import (MATVEC_COST, PAIR_MARGIN, ROW_COST, csc_ordered, edge_types, per_relation, relation_norm,
+                          relation_pairs)
 
 MODES = ("auto", "per_edge", "per_pair")  # the paths shared with HGTConv
 RGCN_MODES = MODES + ("per_run", "per_basis")
-# The cost rule's weights, in multiply-adds of a dense GEMM (torch.mm: 33 GMAC/s on one core),
-# calibrated with bench_rgcn.py (F=64, one thread): a multiply-add of the generated per-edge
-# matrix-vector product or outer product (~25 GMAC/s, W_r streamed from L2), and a float of a
-# run or pair row moved by index_add_ / index_select / the chunked aggregation.
-MATVEC_COST = 1.25
-ROW_COST = 20
-PAIR_MARGIN = 1.1
 
 
 # ---- the typed vertex programs (one matrix-vector product per edge) ------------------------------
@@ -59,167 +53,6 @@ def rgcn_basis_weighted(v, comp):
 def rgcn_basis_sum(v, comp):
     """[B, F] per vertex: sum over in-edges of comp[type(e), b] * x[src]."""
     return ss.sum(comp[e.type] * e.src.x for e in v.in_edges())
-
-
-# ---- per-graph structure, computed once per graph and cached by graph uid -------------------------
-
-def edge_types(graph: Graph, num_relations: int, layer: str) -> torch.Tensor:
-    """``graph.edge_type`` as int64; an untyped graph is one relation (all zeros) when R == 1."""
-    if not graph.has_edge_types:
-        if num_relations != 1:
-            raise ValueError(f"{layer}: the graph has no edge types but the layer has {num_relations} "
-                             f"relations; build it with edge_type=... (Graph.from_edge_index)")
-        return torch.zeros(graph.num_edges, dtype=torch.int64)
-    if graph.num_edge_types != num_relations:
-        raise ValueError(f"{layer}: the graph has {graph.num_edge_types} edge types but the layer has "
-                         f"{num_relations} relations")
-    return tensor_of(graph, "edge_type").long()
-
-
-def csc_ordered(cache: GraphCache, graph: Graph, num_relations: int, layer: str = "RGCNConv") -> Graph:
-    """``graph`` with its edges renumbered in (destination, relation) order, cached per graph.
-
-    The same vertices, edges and types; only edge ids change, so that edge ``j`` of the
-    type-sorted CSC has id ``j``. A destination-parallel kernel then reads per-edge data (the
-    relation, ``norm``) as a stream instead of one random access per edge through the edge-id
-    map, which is what bounds a kernel with little arithmetic per edge. Layers bind their own
-    per-edge tensors (``norm``), computed on this graph, so nothing the user passed is permuted.
-    """
-    return per_graph(cache, ("csc_ordered", graph_uid(graph)), graph, _csc_ordered, num_relations, layer)
-
-
-def _csc_ordered(graph: Graph, num_relations: int, layer: str) -> Graph:
-    if not graph.has_edge_types:
-        return graph
-    t = edge_types(graph, num_relations, layer)
-    ei = graph.edge_index.long()
-    perm = torch.argsort(ei[1] * num_relations + t, stable=True)
-    nt = graph.node_type if graph.has_node_types else None
-    return Graph.from_edge_index(ei[:, perm], num_nodes=graph.num_nodes, edge_type=t[perm],
-                                 num_edge_types=graph.num_edge_types, node_type=nt,
-                                 num_node_types=graph.num_node_types if nt is not None else None)
-
-
-def relation_norm(cache: GraphCache, graph: Graph, num_relations: int, device, dtype,
-                  layer: str = "RGCNConv") -> torch.Tensor:
-    """``norm[e] = 1 / |N_r(i)|`` [E, 1]: one over the number of in-edges of ``e``'s destination
-    ``i`` with ``e``'s relation ``r`` (multi-edges count, as in PyG), cached per graph."""
-    return per_graph(cache, ("relation_norm", graph_uid(graph), str(device), dtype), graph, _relation_norm,
-                     num_relations, str(device), dtype, layer)
-
-
-def _relation_norm(graph: Graph, num_relations: int, device: str, dtype, layer: str) -> torch.Tensor:
-    t = edge_types(graph, num_relations, layer)
-    dst = graph.edge_index[1].long()
-    key = dst * num_relations + t
-    count = torch.bincount(key, minlength=graph.num_nodes * num_relations)
-    return (1.0 / count[key].to(torch.float64)).unsqueeze(-1).to(device=device, dtype=dtype)
-
-
-class RelationPairs(NamedTuple):
-    """The distinct (source, relation) pairs of a typed graph and the graph that aggregates them.
-
-    ``src[p]`` is the source vertex of pair ``p`` (``None`` on an untyped graph, whose pairs are
-    its vertices and whose pair graph is itself); pairs are sorted by relation, ``counts[r]`` of
-    relation ``r``. ``graph`` has ``max(N, P)`` vertices and edge ``e`` runs from the pair
-    ``(src_e, type_e)`` to ``dst_e``: the same edges in the same order (edge ids, and so bound
-    edge tensors like ``norm``, are shared with the original graph). A value computed once per
-    pair is bound as a vertex tensor of this graph (rows ``0..P-1``, zero-padded), and an
-    untyped program over it aggregates exactly what a typed per-edge program would.
-    """
-
-    graph: Graph
-    src: Optional[torch.Tensor]
-    counts: List[int]
-    num_pairs: int
-    num_edges: int
-
-
-def relation_pairs(cache: GraphCache, graph: Graph, num_relations: int, layer: str = "RGCNConv") -> RelationPairs:
-    return per_graph(cache, ("relation_pairs", graph_uid(graph)), graph, _relation_pairs, num_relations, layer)
-
-
-def _relation_pairs(graph: Graph, num_relations: int, layer: str) -> RelationPairs:
-    n = graph.num_nodes
-    if not graph.has_edge_types:  # one relation: every vertex is its own pair
-        return RelationPairs(graph, None, [n], n, graph.num_edges)
-    t = edge_types(graph, num_relations, layer)
-    src, dst = graph.edge_index.long()
-    pairs, pair_of_edge = torch.unique(t * n + src, return_inverse=True)  # sorted: grouped by relation
-    counts = torch.bincount(pairs // n, minlength=num_relations).tolist()
-    p = pairs.numel()
-    g = Graph.from_edge_index(torch.stack([pair_of_edge, dst]), num_nodes=max(n, p))
-    return RelationPairs(g, pairs % n, counts, p, graph.num_edges)
-
-
-def per_relation(x: torch.Tensor, pairs: RelationPairs, fn: Callable[[torch.Tensor, int], torch.Tensor],
-                 rows: Optional[int] = None) -> torch.Tensor:
-    """``fn(x[src of relation r's pairs], r)`` for every relation, stacked in pair order and
-    zero-padded to ``rows`` (the pair graph's vertex count): one dense GEMM per relation."""
-    xs = x if pairs.src is None else x.index_select(0, pairs.src.to(x.device))
-    chunks = [fn(c, r) for r, c in enumerate(torch.split(xs, pairs.counts)) if c.shape[0] > 0]
-    out = torch.cat(chunks) if chunks else None
-    rows = pairs.num_pairs if rows is None else rows
-    if out is None:
-        shape = fn(xs[:0], 0).shape[1:]
-        return x.new_zeros((rows,) + tuple(shape))
-    if rows > out.shape[0]:
-        out = torch.cat([out, out.new_zeros((rows - out.shape[0],) + out.shape[1:])])
-    return out
-
-
-def prefer_pairs(num_edges: int, num_pairs: int, pair_cost: int, edge_cost: int, agg_cost: int) -> bool:
-    """The cost rule: transform each (source, relation) pair once and aggregate looked-up rows
-    (``P * pair_cost + E * agg_cost``) when that is cheaper than transforming per edge
-    (``E * edge_cost``)."""
-    return num_pairs * pair_cost + num_edges * agg_cost < num_edges * edge_cost
-
-
-class NodeTypeGroups(NamedTuple):
-    """Vertices sorted by node type: ``perm`` (sorted order), ``inv`` (its inverse), ``counts``."""
-
-    perm: Optional[torch.Tensor]
-    inv: Optional[torch.Tensor]
-    counts: List[int]
-
-
-def node_type_groups(cache: GraphCache, graph: Graph, num_node_types: int, layer: str) -> NodeTypeGroups:
-    return per_graph(cache, ("node_type_groups", graph_uid(graph)), graph, _node_type_groups, num_node_types, layer)
-
-
-def _node_type_groups(graph: Graph, num_node_types: int, layer: str) -> NodeTypeGroups:
-    n = graph.num_nodes
-    if not graph.has_node_types:
-        return NodeTypeGroups(None, None, [n] + [0] * (num_node_types - 1))
-    if graph.num_node_types != num_node_types:
-        raise ValueError(f"{layer}: the graph has {graph.num_node_types} node types but the layer has "
-                         f"{num_node_types}")
-    t = graph.node_type.long()
-    perm = torch.argsort(t, stable=True)
-    inv = torch.empty_like(perm)
-    inv[perm] = torch.arange(n)
-    counts = torch.bincount(t, minlength=num_node_types).tolist()
-    if max(counts) == n:  # a single type in use: no permutation needed
-        return NodeTypeGroups(None, None, counts)
-    return NodeTypeGroups(perm, inv, counts)
-
-
-def typed_linear(x: torch.Tensor, groups: NodeTypeGroups, weight: torch.Tensor,
-                 bias: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """``x_i @ weight[t_i] + bias[t_i]`` per vertex type ``t_i``: one dense GEMM per node type
-    (``weight`` [T, in, out], ``bias`` [T, out])."""
-    if groups.perm is None:
-        t = max(range(len(groups.counts)), key=lambda i: groups.counts[i])
-        out = x @ weight[t]
-        return out if bias is None else out + bias[t]
-    xs = x.index_select(0, groups.perm.to(x.device))
-    outs = []
-    for t, c in enumerate(torch.split(xs, groups.counts)):
-        if c.shape[0] == 0:
-            continue
-        o = c @ weight[t]
-        outs.append(o if bias is None else o + bias[t])
-    return torch.cat(outs).index_select(0, groups.inv.to(x.device))
 
 
 def _num_runs(graph: Graph, num_relations: int) -> int:
