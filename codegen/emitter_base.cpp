@@ -180,190 +180,27 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
     return memo_[key] = Operand{buffer_ptr(rb->second, row), Layout::Whole};
   }
 
-  std::ostringstream& os = stream_for(row);
-  const std::string name = "v" + std::to_string(id) + (row.empty() ? "" : "_" + row);
-  const int64_t S = numel(v.shape);
-  const std::string ind = "      ";
-  const Layout lay = layout_of(v);
-  auto decl = [&](Layout l) { os << ind << ctype(v) << " " << name << "[" << extent(l, S) << "];\n"; };
-  auto pragma = [&](Layout l, const std::string& at_ind) {
-    const std::string p = simd(l);
-    if (!p.empty()) os << at_ind << p << "\n";
-  };
+  const Site site{v, row, "v" + std::to_string(id) + (row.empty() ? "" : "_" + row), numel(v.shape), layout_of(v),
+                  stream_for(row)};
   switch (v.op) {
-    case Op::constant:
-      os << ind << "const T " << name << "[1] = {T(" << lit(v.p0) << ")};\n";
-      break;
-    case Op::edge_id:
-      os << ind << "const int64_t " << name << "[1] = {e};\n";
-      break;
-    case Op::edge_type:
-      os << ind << "const int64_t " << name << "[1] = {(int64_t)((const I*)" << graph_array(launch::kEdgeType) << ")[e]};\n";
-      break;
-    case Op::node_type:
-      os << ind << "const int64_t " << name << "[1] = {(int64_t)((const I*)" << graph_array(launch::kNodeType) << ")[" << row << "]};\n";
-      break;
-    case Op::degree: {
-      const int ptr = launch::edge_index_base(v.group == Group::Src);
-      os << ind << "const T " << name << "[1] = {T(((const I*)" << graph_array(ptr) << ")[" << row
-         << " + 1] - ((const I*)" << graph_array(ptr) << ")[" << row << "])};\n";
-      break;
-    }
+    case Op::constant: case Op::edge_id: case Op::edge_type: case Op::node_type: case Op::degree:
+      return memo_[key] = emit_leaf(site);
+    case Op::type_index:
+      return memo_[key] = emit_type_index(site);
     case Op::gather:
       return memo_[key] = val(v.inputs[0], endpoint_row(v.group));
     case Op::unsqueeze:
       return memo_[key] = val(v.inputs[0], row);
-    case Op::type_index: {
-      std::string table = val(v.inputs[0], "").expr, t = val(v.inputs[1], row).expr;
-      os << ind << "const T* " << name << " = " << table << " + " << t << "[0] * " << S << ";\n";
-      return memo_[key] = Operand{name, Layout::Whole};
-    }
-    case Op::fsum: case Op::fmean: case Op::fmax: {
-      const Value& x = m_.at(v.inputs[0]);
-      Operand px = val(v.inputs[0], row);
-      const int64_t L = x.shape.back();
-      note_width(v);
-      decl(Layout::Whole);
-      if (px.layout == Layout::Whole) {
-        os << ind << "for (int64_t o = 0; o < " << S << "; ++o) {\n"
-           << ind << "  T acc = " << (v.op == Op::fmax ? "-INFINITY" : "T(0)") << ";\n"
-           << ind << "  for (int64_t j = 0; j < " << L << "; ++j) "
-           << (v.op == Op::fmax ? "acc = " + fn("max") + "(acc, " + px.expr + "[o * " + std::to_string(L) + " + j]);\n"
-                                : "acc += " + px.expr + "[o * " + std::to_string(L) + " + j];\n")
-           << ind << "  " << name << "[o] = acc" << (v.op == Op::fmean ? " / T(" + std::to_string(L) + ")" : "")
-           << ";\n" << ind << "}\n";
-      } else {
-        // a value split across the group: each lane reduces its elements, then the group
-        os << ind << "for (int64_t o = 0; o < " << S << "; ++o) " << name << "[o] = "
-           << (v.op == Op::fmax ? "-INFINITY" : "T(0)") << ";\n";
-        os << ind << loop(Layout::Split, numel(x.shape)) << name << "[k / " << L << "] = "
-           << (v.op == Op::fmax ? fn("max") + "(" + name + "[k / " + std::to_string(L) + "], " + px.expr + "[t])"
-                                : name + "[k / " + std::to_string(L) + "] + " + px.expr + "[t]")
-           << ";\n";
-        group_reduce(os, name, S, v.op == Op::fmax ? "Max" : "Sum");
-        if (v.op == Op::fmean)
-          os << ind << "for (int64_t o = 0; o < " << S << "; ++o) " << name << "[o] = " << name << "[o] / T(" << L
-             << ");\n";
-      }
-      break;
-    }
-    case Op::sum_to: {
-      const Value& x = m_.at(v.inputs[0]);
-      Operand px = val(v.inputs[0], row);
-      note_width(v);
-      decl(Layout::Whole);
-      os << ind << "for (int64_t k = 0; k < " << S << "; ++k) " << name << "[k] = T(0);\n";
-      if (px.layout == Layout::Whole && x.shape.size() >= 2 && x.shape.back() > 1) {
-        // rows by columns: a column sum is a vectorised reduction, a kept last axis a contiguous add
-        const int64_t I = x.shape.back(), O = numel(x.shape) / I;
-        const bool keeps_last = !v.shape.empty() && v.shape.back() == I;  // right-aligned: the same axis
-        os << ind << "for (int64_t k0 = 0; k0 < " << O << "; ++k0) {\n";
-        if (keeps_last) {
-          const std::string p = simd(Layout::Whole);
-          if (!p.empty()) os << ind << "  " << p << "\n";
-          os << ind << "  for (int64_t k1 = 0; k1 < " << I << "; ++k1) " << name << "["
-             << bcast_index_rows(v.shape, x.shape, "k0", "k1") << "] += " << px.expr << "[k0 * " << I << " + k1];\n";
-        } else {
-          const Shape x_rows(x.shape.begin(), x.shape.end() - 1);
-          const Shape v_rows = v.shape.empty() ? Shape{} : Shape(v.shape.begin(), v.shape.end() - 1);
-          const std::string p = simd_sum("acc");
-          os << ind << "  T acc = T(0);\n";
-          if (!p.empty()) os << ind << "  " << p << "\n";
-          os << ind << "  for (int64_t k1 = 0; k1 < " << I << "; ++k1) acc += " << px.expr << "[k0 * " << I
-             << " + k1];\n"
-             << ind << "  " << name << "[" << (numel(v_rows) == 1 ? std::string("0") : bcast_index(v_rows, x_rows, "k0"))
-             << "] += acc;\n";
-        }
-        os << ind << "}\n";
-      } else if (px.layout == Layout::Whole) {
-        os << ind << "for (int64_t k = 0; k < " << numel(x.shape) << "; ++k) " << name << "["
-           << bcast_index(v.shape, x.shape, "k") << "] += " << px.expr << "[k];\n";
-      } else {
-        os << ind << loop(Layout::Split, numel(x.shape)) << name << "[" << bcast_index(v.shape, x.shape, "k")
-           << "] += " << px.expr << "[t];\n";
-        group_reduce(os, name, S, "Sum");
-      }
-      break;
-    }
-    case Op::expand: {
-      const Value& x = m_.at(v.inputs[0]);
-      Operand px = val(v.inputs[0], row);
-      note_width(v);
-      decl(lay);
-      os << ind << loop(lay, S) << name << "[" << slot(lay) << "] = " << at(px, x.shape, v.shape) << ";\n";
-      break;
-    }
-    case Op::matvec: case Op::matvec_t: {
-      const Value &x = m_.at(v.inputs[0]), &w = m_.at(v.inputs[1]);
-      Operand px = val(v.inputs[0], row), pw = val(v.inputs[1], row);
-      if (px.layout == Layout::Split) px = whole_view(os, name + "_x", px, numel(x.shape));
-      if (pw.layout == Layout::Split) pw = whole_view(os, name + "_w", pw, numel(w.shape));
-      const int64_t K = w.shape[0], Nn = w.shape[1];
-      const int64_t in = v.op == Op::matvec ? K : Nn, outn = v.op == Op::matvec ? Nn : K;
-      const int64_t L = numel(x.shape) / in;
-      note_width(v);
-      decl(lay);
-      if (lay == Layout::Split) {
-        // each lane computes its own outputs: a dot product over the input axis
-        os << ind << loop(lay, S) << "{\n" << ind << "  const int64_t l = k / " << outn << ", j = k % " << outn
-           << ";\n" << ind << "  T acc = T(0);\n";
-        if (v.op == Op::matvec) {
-          os << ind << "  for (int64_t i = 0; i < " << K << "; ++i) acc += " << px.expr << "[l * " << K << " + i] * "
-             << pw.expr << "[i * " << Nn << " + j];\n";
-        } else {
-          os << ind << "  for (int64_t i = 0; i < " << Nn << "; ++i) acc += " << px.expr << "[l * " << Nn
-             << " + i] * " << pw.expr << "[j * " << Nn << " + i];\n";
-        }
-        os << ind << "  " << name << "[t] = acc;\n" << ind << "}\n";
-        break;
-      }
-      os << ind << "for (int64_t l = 0; l < " << L << "; ++l) {\n";
-      if (v.op == Op::matvec) {
-        os << ind << "  T* y = " << name << " + l * " << outn << ";\n"
-           << ind << "  for (int64_t j = 0; j < " << Nn << "; ++j) y[j] = T(0);\n"
-           << ind << "  for (int64_t i = 0; i < " << K << "; ++i) {\n"
-           << ind << "    const T xi = " << px.expr << "[l * " << K << " + i];\n"
-           << ind << "    const T* wr = " << pw.expr << " + i * " << Nn << ";\n";
-        pragma(Layout::Whole, ind + "    ");
-        os << ind << "    for (int64_t j = 0; j < " << Nn << "; ++j) y[j] += xi * wr[j];\n"
-           << ind << "  }\n";
-      } else {
-        os << ind << "  for (int64_t i = 0; i < " << K << "; ++i) {\n"
-           << ind << "    T acc = T(0);\n"
-           << ind << "    for (int64_t j = 0; j < " << Nn << "; ++j) acc += " << px.expr << "[l * " << Nn
-           << " + j] * " << pw.expr << "[i * " << Nn << " + j];\n"
-           << ind << "    " << name << "[l * " << K << " + i] = acc;\n"
-           << ind << "  }\n";
-      }
-      os << ind << "}\n";
-      break;
-    }
-    case Op::outer: {
-      const Value &x = m_.at(v.inputs[0]), &g = m_.at(v.inputs[1]);
-      Operand px = val(v.inputs[0], row), pg = val(v.inputs[1], row);
-      if (px.layout == Layout::Split) px = whole_view(os, name + "_x", px, numel(x.shape));
-      if (pg.layout == Layout::Split) pg = whole_view(os, name + "_g", pg, numel(g.shape));
-      const int64_t K = x.shape.back(), Nn = g.shape.back(), L = numel(x.shape) / K;
-      note_width(v);
-      decl(lay);
-      if (lay == Layout::Split) {
-        os << ind << loop(lay, S) << "{\n" << ind << "  const int64_t i = k / " << Nn << ", j = k % " << Nn << ";\n"
-           << ind << "  T acc = T(0);\n"
-           << ind << "  for (int64_t l = 0; l < " << L << "; ++l) acc += " << px.expr << "[l * " << K << " + i] * "
-           << pg.expr << "[l * " << Nn << " + j];\n"
-           << ind << "  " << name << "[t] = acc;\n" << ind << "}\n";
-        break;
-      }
-      os << ind << "for (int64_t k = 0; k < " << S << "; ++k) " << name << "[k] = T(0);\n"
-         << ind << "for (int64_t l = 0; l < " << L << "; ++l)\n"
-         << ind << "  for (int64_t i = 0; i < " << K << "; ++i) {\n"
-         << ind << "    const T xi = " << px.expr << "[l * " << K << " + i];\n";
-      pragma(Layout::Whole, ind + "    ");
-      os << ind << "    for (int64_t j = 0; j < " << Nn << "; ++j) " << name << "[i * " << Nn << " + j] += xi * "
-         << pg.expr << "[l * " << Nn << " + j];\n"
-         << ind << "  }\n";
-      break;
-    }
+    case Op::fsum: case Op::fmean: case Op::fmax:
+      return memo_[key] = emit_feature_reduction(site);
+    case Op::sum_to:
+      return memo_[key] = emit_sum_to(site);
+    case Op::expand:
+      return memo_[key] = emit_expand(site);
+    case Op::matvec: case Op::matvec_t:
+      return memo_[key] = emit_matvec(site);
+    case Op::outer:
+      return memo_[key] = emit_outer(site);
 #define SEASTAR_CASES_Leaf 0
 #define SEASTAR_CASES_Unary 1
 #define SEASTAR_CASES_Binary 1
@@ -371,41 +208,7 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
 #define SEASTAR_CASES_Aggregate 0
 #define SEASTAR_CASES_Other 0
 #include "core/ir/op_cases.inc"
-    {  // every elementwise op: ops.def's scalar expression
-      const OpInfo& info = op_info(v.op);
-      Operand pa = val(v.inputs[0], row);
-      Operand pb = info.kind == OpKind::Binary ? val(v.inputs[1], row) : Operand{};
-      note_width(v);
-      decl(lay);
-      os << ind << "{\n" << ind << "  const double p0 = " << lit(v.p0) << ", p1 = " << lit(v.p1) << ";\n"
-         << ind << "  (void)p0; (void)p1;\n";
-      const Shape& sa = m_.at(v.inputs[0]).shape;
-      const Shape& sb = info.kind == OpKind::Binary ? m_.at(v.inputs[1]).shape : v.shape;
-      const bool whole = lay == Layout::Whole && pa.layout == Layout::Whole &&
-                         (info.kind != OpKind::Binary || pb.layout == Layout::Whole);
-      if (whole && v.shape.size() >= 2 && v.shape.back() > 1 && (sa != v.shape || sb != v.shape)) {
-        // a broadcast over the last axis: rows by columns, so the inner loop reads each operand
-        // contiguously or as one loop-invariant value (a flat index with / and % would gather)
-        const int64_t I = v.shape.back(), O = S / I;
-        os << ind << "  for (int64_t k0 = 0; k0 < " << O << "; ++k0) {\n";
-        pragma(lay, ind + "    ");
-        os << ind << "    for (int64_t k1 = 0; k1 < " << I << "; ++k1) {\n"
-           << ind << "      const auto a = " << pa.expr << "[" << bcast_index_rows(sa, v.shape, "k0", "k1") << "];\n";
-        if (info.kind == OpKind::Binary)
-          os << ind << "      const auto b = " << pb.expr << "[" << bcast_index_rows(sb, v.shape, "k0", "k1") << "];\n";
-        os << ind << "      " << name << "[k0 * " << I << " + k1] = " << scalar_expr(info.c_expr) << ";\n"
-           << ind << "    }\n" << ind << "  }\n" << ind << "}\n";
-        return memo_[key] = Operand{name, lay};
-      }
-      pragma(lay, ind + "  ");
-      os << ind << "  " << loop(lay, S) << "{\n"
-         << ind << "    const auto a = " << at(pa, sa, v.shape) << ";\n";
-      if (info.kind == OpKind::Binary)
-        os << ind << "    const auto b = " << at(pb, sb, v.shape) << ";\n";
-      os << ind << "    " << name << "[" << slot(lay) << "] = " << scalar_expr(info.c_expr) << ";\n"
-         << ind << "  }\n" << ind << "}\n";
-      return memo_[key] = Operand{name, lay};
-    }
+      return memo_[key] = emit_elementwise(site);
     // bound buffers, computed by the traversal or by their own kernels: never an expression here
     case Op::input_vertex: case Op::input_edge: case Op::param: case Op::grad_output:
     case Op::sum_rows: case Op::sum_rows_typed: case Op::softmax:
@@ -416,12 +219,18 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
 #define SEASTAR_CASES_Aggregate 1
 #define SEASTAR_CASES_Other 0
 #include "core/ir/op_cases.inc"
-      SEASTAR_THROW(NotImplementedError, "the emitter cannot compute '", op_info(v.op).name, "' here (", v.loc.str(),
-                    ")");
+      break;
   }
-  const bool split = lay == Layout::Split &&
-                     (v.op == Op::expand || v.op == Op::matvec || v.op == Op::matvec_t || v.op == Op::outer);
-  return memo_[key] = Operand{name, split ? Layout::Split : Layout::Whole};
+  SEASTAR_THROW(NotImplementedError, "the emitter cannot compute '", op_info(v.op).name, "' here (", v.loc.str(), ")");
+}
+
+void EmitterBase::declare(const Site& s, Layout l) {
+  s.os << kIndent << ctype(s.v) << " " << s.name << "[" << extent(l, s.S) << "];\n";
+}
+
+void EmitterBase::simd_pragma(std::ostringstream& os, Layout l, const std::string& at_indent) const {
+  const std::string p = simd(l);
+  if (!p.empty()) os << at_indent << p << "\n";
 }
 
 void EmitterBase::store(std::ostringstream& os, int value, const Operand& src, const std::string& row, int64_t S) {

@@ -134,6 +134,30 @@ class EmitterBase {
  private:
   std::string endpoint_row(ir::Group endpoint) const;
   std::ostringstream& stream_for(const std::string& row);
+
+  // ---- val's op families, one file each; each emits one value and returns where it is -----------
+  /// The value being emitted: `name` its temporary (v12_e: value 12 at the edge), `S` its
+  /// elements, `lay` its layout, `os` the stream of its row.
+  struct Site {
+    const ir::Value& v;
+    std::string row;
+    std::string name;
+    int64_t S;
+    Layout lay;
+    std::ostringstream& os;
+  };
+  static constexpr const char* kIndent = "      ";
+  /// "T v12_e[S];" in layout `l`; the vectorisation pragma of a loop of layout `l`.
+  void declare(const Site& s, Layout l);
+  void simd_pragma(std::ostringstream& os, Layout l, const std::string& at_indent) const;
+  Operand emit_leaf(const Site& s);               ///< emit_leaves.cpp: constants, ids, types, degrees
+  Operand emit_type_index(const Site& s);         ///< emit_leaves.cpp: a row of a typed table
+  Operand emit_feature_reduction(const Site& s);  ///< emit_reductions.cpp: fsum, fmean, fmax
+  Operand emit_sum_to(const Site& s);             ///< emit_reductions.cpp
+  Operand emit_expand(const Site& s);             ///< emit_linear.cpp
+  Operand emit_matvec(const Site& s);             ///< emit_linear.cpp: matvec, matvec_t
+  Operand emit_outer(const Site& s);              ///< emit_linear.cpp
+  Operand emit_elementwise(const Site& s);        ///< emit_elementwise.cpp: every ops.def elementwise row
   void reduction(int a, std::ostringstream& init, std::ostringstream& update, std::ostringstream& fin,
                  Traversal& t);
 };

@@ -1,0 +1,43 @@
+/** \file The visitor's leaves: constants, edge ids and types, node types, degrees, typed-table rows. */
+#include "codegen/emitter_base.h"
+
+#include "core/util/errors.h"
+
+namespace seastar::codegen {
+using namespace ir;
+
+Operand EmitterBase::emit_leaf(const Site& s) {
+  const Value& v = s.v;
+  std::ostringstream& os = s.os;
+  const std::string &row = s.row, &name = s.name;
+  const std::string ind = kIndent;
+  if (v.op == Op::constant) {
+    os << ind << "const T " << name << "[1] = {T(" << lit(v.p0) << ")};\n";
+  } else if (v.op == Op::edge_id) {
+    os << ind << "const int64_t " << name << "[1] = {e};\n";
+  } else if (v.op == Op::edge_type) {
+    os << ind << "const int64_t " << name << "[1] = {(int64_t)((const I*)" << graph_array(launch::kEdgeType) << ")[e]};\n";
+  } else if (v.op == Op::node_type) {
+    os << ind << "const int64_t " << name << "[1] = {(int64_t)((const I*)" << graph_array(launch::kNodeType) << ")[" << row << "]};\n";
+  } else if (v.op == Op::degree) {
+    const int ptr = launch::edge_index_base(v.group == Group::Src);
+    os << ind << "const T " << name << "[1] = {T(((const I*)" << graph_array(ptr) << ")[" << row
+       << " + 1] - ((const I*)" << graph_array(ptr) << ")[" << row << "])};\n";
+  } else {
+    SEASTAR_THROW(NotImplementedError, "emit_leaf: '", op_info(v.op).name, "' is not a leaf (", v.loc.str(), ")");
+  }
+  return Operand{name, Layout::Whole};
+}
+
+Operand EmitterBase::emit_type_index(const Site& s) {
+  const Value& v = s.v;
+  std::ostringstream& os = s.os;
+  const std::string &row = s.row, &name = s.name;
+  const std::string ind = kIndent;
+  const int64_t S = s.S;
+  std::string table = val(v.inputs[0], "").expr, t = val(v.inputs[1], row).expr;
+  os << ind << "const T* " << name << " = " << table << " + " << t << "[0] * " << S << ";\n";
+  return Operand{name, Layout::Whole};
+}
+
+}  // namespace seastar::codegen
