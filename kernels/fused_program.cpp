@@ -5,6 +5,7 @@
 
 #include "codegen/cpu_emitter.h"
 #include "codegen/launch_layout.h"
+#include "core/util/dumps.h"
 #include "core/util/errors.h"
 #include "core/util/log.h"
 #include "kernels/cuda_emulator.h"
@@ -35,10 +36,10 @@ FusedProgram::FusedProgram(LoweredProgram lowered) : lowered_(std::move(lowered)
   if (unsupported_.empty() && !lowered_.wrt.empty()) unsupported_ = codegen::unsupported_reason(lowered_.backward);
   if (!unsupported_.empty()) return;
   fwd_.plan = codegen::plan(lowered_.forward, lowered_.bipartite);
-  dump_stage(lowered_.name, "4-fused-forward.gir", plan_text(fwd_.plan));
+  dumps::write(lowered_.name, dumps::kFusedForward, plan_text(fwd_.plan));
   if (!lowered_.wrt.empty()) {
     bwd_.plan = codegen::plan(lowered_.backward, lowered_.bipartite);
-    dump_stage(lowered_.name, "5-fused-backward.gir", plan_text(bwd_.plan));
+    dumps::write(lowered_.name, dumps::kFusedBackward, plan_text(bwd_.plan));
   }
 }
 
@@ -83,7 +84,7 @@ const codegen::CudaProgram& FusedProgram::cuda_program(const std::string& direct
     o.index_type = index_dtype == torch::kInt ? "int32_t" : "int64_t";
     o.name = lowered_.name + "." + direction;
     it = side.cuda.emplace(variant, codegen::emit_cuda(side.plan, o)).first;
-    dump_stage(lowered_.name, direction + "." + variant + ".cu", it->second.source);
+    dumps::write(lowered_.name, dumps::source_file(direction, variant, ".cu"), it->second.source);
   }
   return it->second;
 }
@@ -221,7 +222,7 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
     if (it == side.compiled.end()) {
       std::string src = emulate ? kernels::emulated_cuda_source(cuda_program(direction, dtype, dg.index_dtype))
                                 : source(direction, dtype, dg.index_dtype);
-      dump_stage(prog, direction + "." + variant + ".cpp", src);
+      dumps::write(prog, dumps::source_file(direction, variant, ".cpp"), src);
       it = side.compiled.emplace(variant, kernels::compile_cpu(src, prog + "_" + direction + "_" + variant)).first;
     }
     kernel = it->second;

@@ -1,7 +1,8 @@
 /** \file
  * The front half of the lowering pipeline, as a list of named steps:
  *   traced -> verify -> [split_sides, bipartite graphs] -> simplify -> autodiff -> simplify(backward)
- * With SEASTAR_DUMP_DIR set, the IR after each step is written there as <name>.<step>.gir.
+ * With SEASTAR_DUMP_DIR set, the IR after each step is written there (core/util/dumps.h lists
+ * every dump file of the whole pipeline).
  */
 #pragma once
 
@@ -30,8 +31,5 @@ struct LoweredProgram {
 /// `bipartite`: lower for bipartite graphs (kernels sized by num_src and num_dst).
 LoweredProgram lower(const ir::Module& traced, const std::vector<std::string>& wrt, const std::string& name,
                      bool bipartite = false);
-
-/// Writes `text` to $SEASTAR_DUMP_DIR/<name>.<step> when the variable is set (no-op otherwise).
-void dump_stage(const std::string& name, const std::string& step, const std::string& text);
 
 }  // namespace seastar
