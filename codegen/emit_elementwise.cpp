@@ -8,12 +8,8 @@ namespace seastar::codegen {
 using namespace ir;
 
 Operand EmitterBase::emit_elementwise(const Site& s) {
-  const Value& v = s.v;
-  std::ostringstream& os = s.os;
-  const std::string &row = s.row, &name = s.name;
+  const auto& [v, row, name, S, lay, os] = s;  // the value being emitted (EmitterBase::Site)
   const std::string ind = kIndent;
-  const int64_t S = s.S;
-  const Layout lay = s.lay;
   const OpInfo& info = op_info(v.op);
   Operand pa = val(v.inputs[0], row);
   Operand pb = info.kind == OpKind::Binary ? val(v.inputs[1], row) : Operand{};

@@ -7,9 +7,7 @@ namespace seastar::codegen {
 using namespace ir;
 
 Operand EmitterBase::emit_leaf(const Site& s) {
-  const Value& v = s.v;
-  std::ostringstream& os = s.os;
-  const std::string &row = s.row, &name = s.name;
+  const auto& [v, row, name, S, lay, os] = s;  // the value being emitted (EmitterBase::Site)
   const std::string ind = kIndent;
   if (v.op == Op::constant) {
     os << ind << "const T " << name << "[1] = {T(" << lit(v.p0) << ")};\n";
@@ -30,11 +28,8 @@ Operand EmitterBase::emit_leaf(const Site& s) {
 }
 
 Operand EmitterBase::emit_type_index(const Site& s) {
-  const Value& v = s.v;
-  std::ostringstream& os = s.os;
-  const std::string &row = s.row, &name = s.name;
+  const auto& [v, row, name, S, lay, os] = s;  // the value being emitted (EmitterBase::Site)
   const std::string ind = kIndent;
-  const int64_t S = s.S;
   std::string table = val(v.inputs[0], "").expr, t = val(v.inputs[1], row).expr;
   os << ind << "const T* " << name << " = " << table << " + " << t << "[0] * " << S << ";\n";
   return Operand{name, Layout::Whole};

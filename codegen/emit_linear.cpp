@@ -8,12 +8,8 @@ namespace seastar::codegen {
 using namespace ir;
 
 Operand EmitterBase::emit_expand(const Site& s) {
-  const Value& v = s.v;
-  std::ostringstream& os = s.os;
-  const std::string &row = s.row, &name = s.name;
+  const auto& [v, row, name, S, lay, os] = s;  // the value being emitted (EmitterBase::Site)
   const std::string ind = kIndent;
-  const int64_t S = s.S;
-  const Layout lay = s.lay;
   const Value& x = m_.at(v.inputs[0]);
   Operand px = val(v.inputs[0], row);
   note_width(v);
@@ -23,12 +19,8 @@ Operand EmitterBase::emit_expand(const Site& s) {
 }
 
 Operand EmitterBase::emit_matvec(const Site& s) {
-  const Value& v = s.v;
-  std::ostringstream& os = s.os;
-  const std::string &row = s.row, &name = s.name;
+  const auto& [v, row, name, S, lay, os] = s;  // the value being emitted (EmitterBase::Site)
   const std::string ind = kIndent;
-  const int64_t S = s.S;
-  const Layout lay = s.lay;
   const Value &x = m_.at(v.inputs[0]), &w = m_.at(v.inputs[1]);
   Operand px = val(v.inputs[0], row), pw = val(v.inputs[1], row);
   if (px.layout == Layout::Split) px = whole_view(os, name + "_x", px, numel(x.shape));
@@ -75,12 +67,8 @@ Operand EmitterBase::emit_matvec(const Site& s) {
 }
 
 Operand EmitterBase::emit_outer(const Site& s) {
-  const Value& v = s.v;
-  std::ostringstream& os = s.os;
-  const std::string &row = s.row, &name = s.name;
+  const auto& [v, row, name, S, lay, os] = s;  // the value being emitted (EmitterBase::Site)
   const std::string ind = kIndent;
-  const int64_t S = s.S;
-  const Layout lay = s.lay;
   const Value &x = m_.at(v.inputs[0]), &g = m_.at(v.inputs[1]);
   Operand px = val(v.inputs[0], row), pg = val(v.inputs[1], row);
   if (px.layout == Layout::Split) px = whole_view(os, name + "_x", px, numel(x.shape));

@@ -8,11 +8,8 @@ namespace seastar::codegen {
 using namespace ir;
 
 Operand EmitterBase::emit_feature_reduction(const Site& s) {
-  const Value& v = s.v;
-  std::ostringstream& os = s.os;
-  const std::string &row = s.row, &name = s.name;
+  const auto& [v, row, name, S, lay, os] = s;  // the value being emitted (EmitterBase::Site)
   const std::string ind = kIndent;
-  const int64_t S = s.S;
   const Value& x = m_.at(v.inputs[0]);
   Operand px = val(v.inputs[0], row);
   const int64_t L = x.shape.back();
@@ -43,11 +40,8 @@ Operand EmitterBase::emit_feature_reduction(const Site& s) {
 }
 
 Operand EmitterBase::emit_sum_to(const Site& s) {
-  const Value& v = s.v;
-  std::ostringstream& os = s.os;
-  const std::string &row = s.row, &name = s.name;
+  const auto& [v, row, name, S, lay, os] = s;  // the value being emitted (EmitterBase::Site)
   const std::string ind = kIndent;
-  const int64_t S = s.S;
   const Value& x = m_.at(v.inputs[0]);
   Operand px = val(v.inputs[0], row);
   note_width(v);
