@@ -67,6 +67,57 @@ std::string variant_name(torch::ScalarType dtype, torch::ScalarType index_dtype)
   return std::string(dtype == torch::kDouble ? "f64" : "f32") + (index_dtype == torch::kInt ? "_i32" : "_i64");
 }
 
+/// The float type and device of a call: every bound float tensor agrees (a backward that reads no
+/// inputs, a linear program's, takes its gradients'); both supported by this build.
+std::pair<torch::ScalarType, torch::Device> call_types(const std::string& prog,
+                                                       const std::map<std::string, torch::Tensor>& inputs,
+                                                       const std::vector<torch::Tensor>& grad_outputs) {
+  torch::ScalarType dtype = torch::kFloat;
+  torch::Device device = torch::kCPU;
+  bool first = true;
+  for (const auto& [name, t] : inputs) {
+    if (!t.defined()) SEASTAR_THROW(ValueError, prog, ": '", name, "' is an undefined tensor");
+    if (t.scalar_type() != torch::kFloat && t.scalar_type() != torch::kDouble)
+      SEASTAR_THROW(TypeError, prog, ": '", name, "' must be float32 or float64, got ", t.scalar_type());
+    if (!first && t.scalar_type() != dtype)
+      SEASTAR_THROW(TypeError, prog, ": inputs mix float32 and float64 ('", name, "' is ", t.scalar_type(), ")");
+    if (!first && t.device() != device)
+      SEASTAR_THROW(ValueError, prog, ": inputs are on different devices ('", name, "' is on ", t.device(),
+                    ", another input on ", device, ")");
+    dtype = t.scalar_type();
+    device = t.device();
+    first = false;
+  }
+  if (first) {
+    for (const torch::Tensor& t : grad_outputs)
+      if (t.defined()) {
+        dtype = t.scalar_type();
+        device = t.device();
+        break;
+      }
+  }
+  if (!device.is_cpu() && !device.is_cuda())
+    SEASTAR_THROW(NotImplementedError, prog, ": the fused backend runs CPU and CUDA tensors, not ", device);
+#ifndef SEASTAR_WITH_CUDA
+  if (device.is_cuda())
+    SEASTAR_THROW(NotImplementedError, prog, ": the tensors are on ", device,
+                  " but this build of Seastar has no CUDA backend (it was built without the CUDA toolkit); "
+                  "rebuild with the toolkit installed, move the tensors to the CPU, or use backend='reference'");
+#endif
+  return {dtype, device};
+}
+
+/// The graph's index arrays in the kernels' slots (codegen/launch_layout.h).
+void fill_graph_arrays(const DeviceGraph& dg, void* (&graph_arrays)[launch::kNumGraphArrays]) {
+  auto ptr = [](const torch::Tensor& t) -> void* { return t.defined() ? t.data_ptr() : nullptr; };
+  graph_arrays[launch::kInPtr] = ptr(dg.in.ptr), graph_arrays[launch::kInNbr] = ptr(dg.in.nbr);
+  graph_arrays[launch::kInEid] = ptr(dg.in.eid), graph_arrays[launch::kInOrder] = ptr(dg.in.degree_order);
+  graph_arrays[launch::kOutPtr] = ptr(dg.out.ptr), graph_arrays[launch::kOutNbr] = ptr(dg.out.nbr);
+  graph_arrays[launch::kOutEid] = ptr(dg.out.eid), graph_arrays[launch::kOutOrder] = ptr(dg.out.degree_order);
+  graph_arrays[launch::kSrc] = ptr(dg.src), graph_arrays[launch::kDst] = ptr(dg.dst);
+  graph_arrays[launch::kNodeType] = ptr(dg.node_type), graph_arrays[launch::kEdgeType] = ptr(dg.edge_type);
+}
+
 }  // namespace
 
 const codegen::CudaProgram& FusedProgram::cuda_program(const std::string& direction, torch::ScalarType dtype,
@@ -99,58 +150,17 @@ std::vector<torch::Tensor> FusedProgram::backward(const Graph& g, const std::map
   return launch(bwd_, "backward", g, inputs, grad_outputs);
 }
 
-std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& direction, const Graph& g,
-                                                const std::map<std::string, torch::Tensor>& inputs,
-                                                const std::vector<torch::Tensor>& grad_outputs) {
-  if (!unsupported_.empty()) SEASTAR_THROW(NotImplementedError, unsupported_);
-  const codegen::FusedPlan& plan = side.plan;
+std::vector<void*> FusedProgram::bind_buffers(const codegen::FusedPlan& plan, const Graph& g,
+                                              const std::map<std::string, torch::Tensor>& inputs,
+                                              const std::vector<torch::Tensor>& grad_outputs, torch::ScalarType dtype,
+                                              torch::Device device, kernels::ScratchLease& scratch,
+                                              std::vector<torch::Tensor>& keep, std::vector<torch::Tensor>& outputs) {
   const std::string& prog = lowered_.name;
-  if (g.is_bipartite() != lowered_.bipartite)
-    SEASTAR_THROW(ValueError, prog, ": lowered for a ", lowered_.bipartite ? "bipartite" : "square",
-                  " graph but called with a ", g.is_bipartite() ? "bipartite" : "square", " one");
-  // destinations, edges, sources: the vertex sets of a bipartite graph (equal when square)
   const int64_t N = g.num_dst(), E = g.num_edges(), NS = g.num_src();
-
-  // dtype and device: every bound float tensor agrees
-  torch::ScalarType dtype = torch::kFloat;
-  torch::Device device = torch::kCPU;
-  bool first = true;
-  for (const auto& [name, t] : inputs) {
-    if (!t.defined()) SEASTAR_THROW(ValueError, prog, ": '", name, "' is an undefined tensor");
-    if (t.scalar_type() != torch::kFloat && t.scalar_type() != torch::kDouble)
-      SEASTAR_THROW(TypeError, prog, ": '", name, "' must be float32 or float64, got ", t.scalar_type());
-    if (!first && t.scalar_type() != dtype)
-      SEASTAR_THROW(TypeError, prog, ": inputs mix float32 and float64 ('", name, "' is ", t.scalar_type(), ")");
-    if (!first && t.device() != device)
-      SEASTAR_THROW(ValueError, prog, ": inputs are on different devices ('", name, "' is on ", t.device(),
-                    ", another input on ", device, ")");
-    dtype = t.scalar_type();
-    device = t.device();
-    first = false;
-  }
-  if (first) {  // a backward that reads no inputs (a linear program): the gradients' type and device
-    for (const torch::Tensor& t : grad_outputs)
-      if (t.defined()) {
-        dtype = t.scalar_type();
-        device = t.device();
-        break;
-      }
-  }
-  if (!device.is_cpu() && !device.is_cuda())
-    SEASTAR_THROW(NotImplementedError, prog, ": the fused backend runs CPU and CUDA tensors, not ", device);
-#ifndef SEASTAR_WITH_CUDA
-  if (device.is_cuda())
-    SEASTAR_THROW(NotImplementedError, prog, ": the tensors are on ", device,
-                  " but this build of Seastar has no CUDA backend (it was built without the CUDA toolkit); "
-                  "rebuild with the toolkit installed, move the tensors to the CPU, or use backend='reference'");
-#endif
-  const DeviceGraph& dg = g.on(device);
   const auto options = torch::TensorOptions().device(device);
-
-  kernels::ScratchLease scratch(scratch_);  // intermediates of CPU calls, back to the pool at the end
   std::vector<void*> buffers(plan.buffers.size(), nullptr);
-  std::vector<torch::Tensor> keep(plan.buffers.size());
-  std::vector<torch::Tensor> outputs(plan.module.outputs.size());
+  keep.assign(plan.buffers.size(), torch::Tensor());
+  outputs.assign(plan.module.outputs.size(), torch::Tensor());
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     const codegen::Buffer& buf = plan.buffers[b];
     const ir::Value& v = plan.module.at(buf.value);
@@ -196,14 +206,48 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
     buffers[b] = t.data_ptr();
   }
 
-  auto ptr = [](const torch::Tensor& t) -> void* { return t.defined() ? t.data_ptr() : nullptr; };
+  return buffers;
+}
+
+kernels::CompiledKernel FusedProgram::cpu_kernel(Side& side, const std::string& direction, torch::ScalarType dtype,
+                                                 torch::ScalarType index_dtype) {
+  const std::string& prog = lowered_.name;
+  // SEASTAR_CUDA_EMULATE=1: the CUDA kernels, run by the host emulator (tests without a GPU)
+  const bool emulate = kernels::cuda_emulation_requested();
+  const std::string variant = variant_name(dtype, index_dtype) + (emulate ? "_cudaemu" : "");
+  kernels::CompiledKernel kernel;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = side.compiled.find(variant);
+    if (it == side.compiled.end()) {
+      std::string src = emulate ? kernels::emulated_cuda_source(cuda_program(direction, dtype, index_dtype))
+                                : source(direction, dtype, index_dtype);
+      dumps::write(prog, dumps::source_file(direction, variant, ".cpp"), src);
+      it = side.compiled.emplace(variant, kernels::compile_cpu(src, prog + "_" + direction + "_" + variant)).first;
+    }
+    kernel = it->second;
+  }
+  return kernel;
+}
+
+std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& direction, const Graph& g,
+                                                const std::map<std::string, torch::Tensor>& inputs,
+                                                const std::vector<torch::Tensor>& grad_outputs) {
+  if (!unsupported_.empty()) SEASTAR_THROW(NotImplementedError, unsupported_);
+  const std::string& prog = lowered_.name;
+  if (g.is_bipartite() != lowered_.bipartite)
+    SEASTAR_THROW(ValueError, prog, ": lowered for a ", lowered_.bipartite ? "bipartite" : "square",
+                  " graph but called with a ", g.is_bipartite() ? "bipartite" : "square", " one");
+  // destinations, edges, sources: the vertex sets of a bipartite graph (equal when square)
+  const int64_t N = g.num_dst(), E = g.num_edges(), NS = g.num_src();
+  const auto [dtype, device] = call_types(prog, inputs, grad_outputs);
+  const DeviceGraph& dg = g.on(device);
+
+  kernels::ScratchLease scratch(scratch_);  // intermediates of CPU calls, back to the pool at the end
+  std::vector<torch::Tensor> keep, outputs;
+  std::vector<void*> buffers = bind_buffers(side.plan, g, inputs, grad_outputs, dtype, device, scratch, keep, outputs);
   void* graph_arrays[launch::kNumGraphArrays];
-  graph_arrays[launch::kInPtr] = ptr(dg.in.ptr), graph_arrays[launch::kInNbr] = ptr(dg.in.nbr);
-  graph_arrays[launch::kInEid] = ptr(dg.in.eid), graph_arrays[launch::kInOrder] = ptr(dg.in.degree_order);
-  graph_arrays[launch::kOutPtr] = ptr(dg.out.ptr), graph_arrays[launch::kOutNbr] = ptr(dg.out.nbr);
-  graph_arrays[launch::kOutEid] = ptr(dg.out.eid), graph_arrays[launch::kOutOrder] = ptr(dg.out.degree_order);
-  graph_arrays[launch::kSrc] = ptr(dg.src), graph_arrays[launch::kDst] = ptr(dg.dst);
-  graph_arrays[launch::kNodeType] = ptr(dg.node_type), graph_arrays[launch::kEdgeType] = ptr(dg.edge_type);
+  fill_graph_arrays(dg, graph_arrays);
   if (device.is_cuda()) {
 #ifdef SEASTAR_WITH_CUDA
     const codegen::CudaProgram& cuda = cuda_program(direction, dtype, dg.index_dtype);
@@ -212,21 +256,7 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
 #endif
     return outputs;
   }
-  // SEASTAR_CUDA_EMULATE=1: the CUDA kernels, run by the host emulator (tests without a GPU)
-  const bool emulate = kernels::cuda_emulation_requested();
-  const std::string variant = variant_name(dtype, dg.index_dtype) + (emulate ? "_cudaemu" : "");
-  kernels::CompiledKernel kernel;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = side.compiled.find(variant);
-    if (it == side.compiled.end()) {
-      std::string src = emulate ? kernels::emulated_cuda_source(cuda_program(direction, dtype, dg.index_dtype))
-                                : source(direction, dtype, dg.index_dtype);
-      dumps::write(prog, dumps::source_file(direction, variant, ".cpp"), src);
-      it = side.compiled.emplace(variant, kernels::compile_cpu(src, prog + "_" + direction + "_" + variant)).first;
-    }
-    kernel = it->second;
-  }
+  const kernels::CompiledKernel kernel = cpu_kernel(side, direction, dtype, dg.index_dtype);
   int64_t sizes[launch::kNumSizes];
   sizes[launch::kNumDst] = N, sizes[launch::kNumEdges] = E, sizes[launch::kNumSrc] = NS;
   kernels::set_kernel_threads(at::get_num_threads());  // torch.set_num_threads applies to the kernels too

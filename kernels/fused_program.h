@@ -53,9 +53,21 @@ class FusedProgram {
     std::map<std::string, kernels::CompiledKernel> compiled;  // by variant
     std::map<std::string, codegen::CudaProgram> cuda;         // by variant
   };
+  /// One direction on a graph: the call's types, its buffers, the graph arrays, the kernels.
   std::vector<torch::Tensor> launch(Side& side, const std::string& direction, const Graph& g,
                                     const std::map<std::string, torch::Tensor>& inputs,
                                     const std::vector<torch::Tensor>& grad_outputs);
+  /// The plan's buffers as pointers: bound inputs and output gradients (checked against the plan's
+  /// shapes), pooled intermediates, fresh outputs; `keep` holds them alive for the call.
+  std::vector<void*> bind_buffers(const codegen::FusedPlan& plan, const Graph& g,
+                                  const std::map<std::string, torch::Tensor>& inputs,
+                                  const std::vector<torch::Tensor>& grad_outputs, torch::ScalarType dtype,
+                                  torch::Device device, kernels::ScratchLease& scratch,
+                                  std::vector<torch::Tensor>& keep, std::vector<torch::Tensor>& outputs);
+  /// The compiled C++ of one direction and variant (emitted and compiled on first use; with
+  /// SEASTAR_CUDA_EMULATE=1, the CUDA kernels through the host emulator).
+  kernels::CompiledKernel cpu_kernel(Side& side, const std::string& direction, torch::ScalarType dtype,
+                                     torch::ScalarType index_dtype);
 
   LoweredProgram lowered_;
   std::string unsupported_;
