@@ -33,6 +33,7 @@ class FallbackLog(logging.Handler):
         if FALLBACK_MESSAGE in msg and msg not in self.messages:
             self.messages.append(msg)
 
+
 def _program(compiled) -> "_C.FusedProgram":
     return compiled.kernels
 
