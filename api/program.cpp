@@ -3,14 +3,7 @@
 
 #include <torch/torch.h>
 
-#include <mutex>
-#include <set>
-#include <sstream>
-
-#include "core/passes/passes.h"
 #include "core/util/errors.h"
-#include "kernels/autograd.h"
-#include "kernels/fused_program.h"
 
 namespace seastar {
 
@@ -83,18 +76,20 @@ ir::Module Program::trace(const Graph& graph, const Tensors& tensors) const {
   return b.finish(outs);
 }
 
-std::shared_ptr<const Signature> Program::signature(const Graph& graph, const Tensors& tensors) const {
-  check_call(name(), graph, tensors);
-  return impl_->core.signature(graph, infos_of(tensors), [&] { return trace(graph, tensors); });
+std::shared_ptr<const Signature> Program::signature(const Graph& graph, const Tensors& tensors,
+                                                    const TensorInfos& infos) const {
+  return impl_->core.signature(graph, infos, [&] { return trace(graph, tensors); });
 }
 
 LoweredProgram Program::lower(const Graph& graph, const Tensors& tensors) const {
-  return signature(graph, tensors)->lowered();
+  check_call(name(), graph, tensors);
+  return signature(graph, tensors, infos_of(tensors))->lowered();
 }
 
 std::vector<torch::Tensor> Program::operator()(const Graph& graph, const Tensors& tensors) const {
-  auto sig = signature(graph, tensors);
-  const TensorInfos infos = infos_of(tensors);
+  check_call(name(), graph, tensors);
+  const TensorInfos infos = infos_of(tensors);  // once per call: the cache key and the checks read it
+  auto sig = signature(graph, tensors, infos);
   sig->check(name(), graph, infos);
   const std::string why = sig->unsupported(infos);
   if (!why.empty()) SEASTAR_THROW(NotImplementedError, name(), ": ", why);

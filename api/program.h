@@ -69,7 +69,8 @@ class Program {
 
  private:
   struct Impl;
-  std::shared_ptr<const Signature> signature(const Graph& graph, const Tensors& tensors) const;
+  /// The cached signature (traced on a miss); `infos` describe `tensors`, checked by check_call.
+  std::shared_ptr<const Signature> signature(const Graph& graph, const Tensors& tensors, const TensorInfos& infos) const;
   std::shared_ptr<Impl> impl_;
 };
 
