@@ -118,7 +118,14 @@ const DeviceGraph& Graph::on(const torch::Device& device) const {
 }
 
 torch::Tensor Graph::edge_index() const {
-  return torch::stack({to_tensor(data().src(), torch::kLong), to_tensor(data().dst(), torch::kLong)});
+  const GraphData& g = data();
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  torch::Tensor& t = cache_->edge_index;
+  if (!t.defined() || t._version() != cache_->edge_index_version) {
+    t = torch::stack({to_tensor(g.src(), torch::kLong), to_tensor(g.dst(), torch::kLong)});
+    cache_->edge_index_version = t._version();
+  }
+  return t;
 }
 
 torch::Tensor Graph::in_degrees() const {

@@ -62,7 +62,9 @@ class Graph {
   /// Index tensors on `device`, built on first use and cached for this graph.
   const DeviceGraph& on(const torch::Device& device) const;
 
-  torch::Tensor edge_index() const;   ///< [2, E] int64 on CPU
+  /// [2, E] int64 on CPU, built once and shared by every caller (layers read it on each call);
+  /// an in-place change to it is noticed (torch's version counter) and the next call rebuilds it.
+  torch::Tensor edge_index() const;
   torch::Tensor in_degrees() const;   ///< int64 [num_dst]
   torch::Tensor out_degrees() const;  ///< int64 [num_src]
 
@@ -74,6 +76,8 @@ class Graph {
   struct Cache {
     std::mutex mutex;
     std::map<std::string, std::unique_ptr<DeviceGraph>> by_device;
+    torch::Tensor edge_index;
+    int64_t edge_index_version = 0;
   };
   std::shared_ptr<const GraphData> data_;
   std::shared_ptr<Cache> cache_;
