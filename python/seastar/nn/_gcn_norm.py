@@ -18,7 +18,14 @@ and is differentiable in them.
 Without any edge weights ``w'_e = d_src^-1/2 * d_dst^-1/2`` factors into a per-vertex
 ``d^-1/2``: ``gcn_norm`` then returns a ``VertexNorm`` and the propagation reads the factor at
 both endpoints (``sum(e.src.d * e.src.h * e.dst.d)``), which the compiler applies once per
-vertex rather than once per edge, with no per-edge weight array at all.
+vertex rather than once per edge, with no per-edge weight array at all. The self loops are not
+added to the graph either: ``add_remaining_self_loops`` leaves every vertex ``v`` with exactly
+one loop, so over the graph as given (``c_v`` loops at ``v``)
+
+    out_v = d_v * sum_{e = (u -> v)} d_u h_u + (1 - c_v) * d_v^2 * h_v,   d_v = (deg_v - c_v + 1)^-1/2
+
+which needs no second graph (its adjacency would cost as much memory as the graph's own) and
+equals the propagation over the graph with loops up to the order of the additions.
 """
 from __future__ import annotations
 
@@ -26,7 +33,7 @@ from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 
-from ._loops import loop_graph, loop_values, with_loops
+from ._loops import loop_values, with_loops
 from ._structure import Structure, is_sparse_tensor_like
 from ._utils import GraphCache, graph_uid, per_graph
 
@@ -56,12 +63,16 @@ class VertexNorm(NamedTuple):
     named tuple of tensors, so torch.compile hands it to compiled code like a Structure)."""
 
     dinv: torch.Tensor  # [N, 1]
-    edge_index: torch.Tensor  # [2, E'], the structure it normalises
+    edge_index: torch.Tensor  # [2, E], the structure it normalises (without the loops of `loop`)
+    loop: Optional[torch.Tensor] = None  # [num_dst, 1]: (1 - c_v) d_v^2, the added loops; None: none added
 
-    def edge_values(self) -> torch.Tensor:
-        """The per-edge weights [E', 1] (for what needs them per edge, e.g. edge dropout)."""
-        src, dst = self.edge_index.to(self.dinv.device)
-        return self.dinv[src] * self.dinv[dst]
+
+def explicit_loops(cache: GraphCache, s: Structure, norm: VertexNorm) -> Tuple[Structure, torch.Tensor]:
+    """The structure with its self loops as edges and the per-edge weights [E', 1] of ``norm``
+    (for what needs them per edge, e.g. edge dropout)."""
+    st = s if norm.loop is None else with_loops(cache, s, s.num_dst).structure
+    src, dst = st.edge_index.to(norm.dinv.device)
+    return st, norm.dinv[src] * norm.dinv[dst]
 
 
 def inverse_sqrt_degree(s: Structure, w: torch.Tensor) -> torch.Tensor:
@@ -102,11 +113,20 @@ def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor
 
 def _unweighted_norm(graph, num_src: int, num_dst: int, add_self_loops: bool, device: str,
                      dtype: torch.dtype) -> Tuple[Structure, VertexNorm]:
-    """The propagated structure and its per-vertex factors without edge weights (computed in float64)."""
+    """The propagated structure (the graph as given) and its per-vertex factors without edge
+    weights (computed in float64); with ``add_self_loops`` the loops' factor (module docstring)."""
     s = Structure(graph, num_src, num_dst, graph.edge_index.long())
-    st = loop_graph(graph, num_src, num_dst, num_dst, None).structure if add_self_loops else s
-    dinv64 = inverse_sqrt_degree(st, torch.ones(st.num_edges, dtype=torch.float64)).unsqueeze(-1)
-    return st, VertexNorm(dinv64.to(device=device, dtype=dtype), st.edge_index)
+    deg = graph.in_degrees().to(torch.float64)
+    loop = None
+    if add_self_loops:
+        src, dst = s.edge_index[0], s.edge_index[1]
+        at = dst[(src == dst) & (dst < num_dst)]
+        c = torch.bincount(at, minlength=num_dst).to(torch.float64)
+        deg = deg - c + 1.0
+    dinv = deg.pow(-0.5).masked_fill(deg == 0, 0.0).unsqueeze(-1)
+    if add_self_loops:
+        loop = ((1.0 - c).unsqueeze(-1) * dinv * dinv).to(device=device, dtype=dtype)
+    return s, VertexNorm(dinv.to(device=device, dtype=dtype), s.edge_index, loop)
 
 
 def cached_normalisation(layer, edge_index, make):

@@ -8,7 +8,7 @@ from torch import nn
 
 from .. import ops as ss
 from ..program import VertexProgram, program_factory, vertex_program
-from ._gcn_norm import VertexNorm, cached_normalisation, edge_weights, gcn_norm
+from ._gcn_norm import VertexNorm, cached_normalisation, edge_weights, explicit_loops, gcn_norm
 from ._inputs import Batch, normalise_call, resolve, split_features
 from ._precision import float32_inside
 from ._structure import FLOWS
@@ -32,6 +32,17 @@ def appnp_symmetric_step(alpha: float) -> VertexProgram:
     @vertex_program(name="appnp_symmetric_step")
     def step(v):
         return (1.0 - alpha) * ss.sum(e.src.d * e.src.h * e.dst.d for e in v.in_edges()) + alpha * v.h0
+    return step
+
+
+@program_factory
+def appnp_symmetric_step_loops(alpha: float) -> VertexProgram:
+    """``appnp_symmetric_step`` plus the self loops the graph does not hold, ``l[v] * h[v]``
+    (see ``seastar.nn._gcn_norm``)."""
+    @vertex_program(name="appnp_symmetric_step_loops")
+    def step(v):
+        return (1.0 - alpha) * (ss.sum(e.src.d * e.src.h * e.dst.d for e in v.in_edges()) + v.l * v.h) \
+            + alpha * v.h0
     return step
 
 
@@ -90,14 +101,14 @@ class APPNP(nn.Module):
         split_features("APPNP", x, bipartite_ok=False)
         x, batch = Batch.fold(x)
         s, w = self._propagation(x, edge_index, extra["edge_weight"])
-        step = appnp_step(self.alpha)
-        g, h0 = s.graph, s.src(x)
-        h = h0
         edge_dropout = self.training and self.dropout > 0.0
         if isinstance(w, VertexNorm):
             if not edge_dropout:  # the per-vertex form: d^-1/2 applied once per vertex, no edge weights
                 return self._propagate_vertex_norm(s, x, w, batch)
-            w = w.edge_values()
+            s, w = explicit_loops(self._graph_cache, s, w)  # dropout needs the loops as edges
+        step = appnp_step(self.alpha)
+        g, h0 = s.graph, s.src(x)
+        h = h0
         for _ in range(self.K):
             wk = w
             if edge_dropout:
@@ -107,11 +118,16 @@ class APPNP(nn.Module):
         return batch.unfold(h) if batch is not None else h
 
     def _propagate_vertex_norm(self, s, x, norm: VertexNorm, batch):
-        step = appnp_symmetric_step(self.alpha)
         g, h0, d = s.graph, s.src(x), s.src(norm.dinv.to(x.dtype))
         h = h0
-        for _ in range(self.K):
-            h = step(g, backend=self.backend, h=h, d=d, h0=h0)
+        if norm.loop is None:
+            step = appnp_symmetric_step(self.alpha)
+            for _ in range(self.K):
+                h = step(g, backend=self.backend, h=h, d=d, h0=h0)
+        else:
+            step, loop = appnp_symmetric_step_loops(self.alpha), s.dst(norm.loop.to(x.dtype))
+            for _ in range(self.K):
+                h = step(g, backend=self.backend, h=h, d=d, l=loop, h0=h0)
         h = s.out(h)
         return batch.unfold(h) if batch is not None else h
 

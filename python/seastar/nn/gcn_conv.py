@@ -28,6 +28,12 @@ def symmetric_sum(v):
     return ss.sum(e.src.d * e.src.h * e.dst.d for e in v.in_edges())
 
 
+@vertex_program(name="gcn_symmetric_sum_loops")
+def symmetric_sum_with_loops(v):
+    """``symmetric_sum`` plus the self loops the graph does not hold: ``l[v] * h[v]``."""
+    return ss.sum(e.src.d * e.src.h * e.dst.d for e in v.in_edges()) + v.l * v.h
+
+
 @vertex_program(name="neighbour_sum")
 def neighbour_sum(v):
     """sum over in-edges of h[src]."""
@@ -39,7 +45,11 @@ def propagate(s, h: torch.Tensor, w: Union[None, torch.Tensor, VertexNorm], back
     if w is None:
         return s.out(neighbour_sum(s.graph, backend=backend, h=s.src(h)))
     if isinstance(w, VertexNorm):
-        return s.out(symmetric_sum(s.graph, backend=backend, h=s.src(h), d=s.src(w.dinv.to(h.dtype))))
+        d = s.src(w.dinv.to(h.dtype))
+        if w.loop is None:
+            return s.out(symmetric_sum(s.graph, backend=backend, h=s.src(h), d=d))
+        return s.out(symmetric_sum_with_loops(s.graph, backend=backend, h=s.src(h), d=d,
+                                              l=s.dst(w.loop.to(h.dtype))))
     if w.dim() == 1:
         w = w.unsqueeze(-1)
     return s.out(weighted_sum(s.graph, backend=backend, h=s.src(h), w=w.to(h.dtype)))
@@ -68,13 +78,14 @@ class GCNConv(nn.Module):
 
     ``x W`` is dense torch (``x`` may be a sparse COO tensor); the propagation is one vertex
     program: ``sum(e.src.d * e.src.h * e.dst.d)`` with ``d = deg^-1/2`` per vertex when there
-    are no edge weights, ``sum(e.src.h * e.w)`` when there are. Weights glorot, bias zeros (as PyG); parameter names
+    are no edge weights (the self loops added as a per-vertex term, not as edges: no second
+    graph), ``sum(e.src.h * e.w)`` when there are. Weights glorot, bias zeros (as PyG); parameter names
     ``lin.weight``, ``bias``.
 
     Memory per forward + backward (floats; N vertices, E' = edges with self loops,
     F_in -> F_out): fused backend ``N*F_in`` (x, kept by the linear map for its gradient) +
-    ``N*F_out`` (the output) + the same for gradients, plus ``N`` degree factors (``E'`` edge
-    weights with edge weights); the propagation's backward reads neither ``x W`` nor the output,
+    ``N*F_out`` (the output) + the same for gradients, plus ``N`` degree and ``N`` loop factors
+    (``E'`` edge weights with edge weights); the propagation's backward reads neither ``x W`` nor the output,
     so autograd keeps neither: O(N*(F_in + F_out) + E'), no O(E*F) tensor.
     The reference backend additionally materialises the messages, O(E'*F_out).
     """
