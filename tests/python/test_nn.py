@@ -269,6 +269,33 @@ def test_gat_attention_dropout_is_a_mask_on_alpha(backend, monkeypatch):
     assert len(seen) == 1  # no mask in eval mode
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_appnp_edge_dropout_masks_each_step_over_the_graph_with_loops(backend, monkeypatch):
+    """Training-mode APPNP drops edges of A_hat, self loops included (they are edges there even
+    though the undropped propagation adds them per vertex): one mask [E', 1] per step."""
+    if backend == "fused" and not fused_available():
+        pytest.skip("no fused backend in this build")
+    import seastar.nn.appnp as appnp_mod
+    ei, n = awkward_graph()
+    K, alpha, p = 3, 0.1, 0.3
+    eil = with_loops(ei, n, remove_existing=True)
+    torch.manual_seed(3)
+    masks = [(torch.rand(eil.shape[1], 1) >= p).to(DT) / (1 - p) for _ in range(K)]
+    it = iter(masks)
+    monkeypatch.setattr(appnp_mod, "dropout_mask", lambda shape, prob, like: next(it))
+    layer = snn.APPNP(K=K, alpha=alpha, dropout=p, backend=backend).train()
+    xa = torch.randn(n, F_IN, dtype=DT, requires_grad=True)
+    xb = xa.detach().clone().requires_grad_()
+    out = layer(make(ei, n), xa)
+    w = gcn_weights(eil, n)[:, None]
+    h = xb
+    for m in masks:
+        h = (1 - alpha) * scatter_sum(w * m * h[eil[0]], eil[1], n) + alpha * xb
+    torch.testing.assert_close(out, h, **TOL)
+    gout = torch.randn_like(out)
+    torch.testing.assert_close(torch.autograd.grad(out, xa, gout)[0], torch.autograd.grad(h, xb, gout)[0], **TOL)
+
+
 def test_dropout_mask_statistics():
     from seastar.nn._utils import dropout_mask
     torch.manual_seed(0)
