@@ -19,7 +19,7 @@ import torch
 from . import _C
 from . import reference
 from .graph import Graph
-from .tracing import Tracer, Value, Vertex, _user_location, patched_builtins
+from .tracing import Tracer, Value, Vertex, _user_location, patched_builtins, return_location
 
 log = logging.getLogger("seastar")
 
@@ -68,7 +68,8 @@ class VertexProgram:
         missing = [p for p in self.param_names if p not in tensors]
         if missing:
             raise TypeError(f"vertex program {self.name} needs parameter(s) {missing} bound by name")
-        with patched_builtins():
+        returned_at = []
+        with patched_builtins(), return_location(self.fn, returned_at):
             args = [tracer.call("param", p) for p in self.param_names]
             out = self.fn(Vertex(tracer), *args)
         outs = list(out) if isinstance(out, tuple) else [out]
@@ -77,7 +78,9 @@ class VertexProgram:
             if isinstance(o, list) and len(o) == 1:  # softmax(...) returns a one-element list
                 o = o[0]
             if not isinstance(o, Value):
-                raise _C.TraceError(f"vertex program {self.name} must return traced values, got {type(o).__name__}")
+                if returned_at:
+                    builder.set_loc(*returned_at)
+                builder.fail(f"vertex program {self.name} must return traced values, got {type(o).__name__}")
             flat.append(o._v)
         return builder.finish(flat)
 

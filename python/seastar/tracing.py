@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import inspect
 import os
 import sys
 import threading
@@ -33,6 +34,12 @@ def _user_location():
     if f is None:
         return "<unknown>", 0
     return f.f_code.co_filename, f.f_lineno
+
+
+class UnknownLength(_C.TraceError, TypeError):
+    """``len()`` of an edge list: a TraceError that is also a TypeError, which is how Python's
+    ``list()``, ``tuple()`` and unpacking learn that an iterable has no length hint (they then
+    iterate instead of failing)."""
 
 
 class Tracer:
@@ -246,7 +253,10 @@ class EdgeList:
         yield Edge(self._t, self._elist)
 
     def __len__(self):
-        self._t.fail("len() of an edge list is unknown while tracing; use v.in_degree / v.out_degree")
+        try:
+            self._t.fail("len() of an edge list is unknown while tracing; use v.in_degree / v.out_degree")
+        except _C.TraceError as e:
+            raise UnknownLength(str(e)) from None
 
 
 class NeighbourList(EdgeList):
@@ -322,6 +332,29 @@ def _make_builtin(op: str, original):
         return original(*args, **kwargs)
     patched.__name__ = original.__name__
     return patched
+
+
+@contextlib.contextmanager
+def return_location(fn, into: list):
+    """Records in ``into`` where ``fn`` returns ([file, line]): a returned value that is not
+    traced is only seen after the frame is gone, so a profile hook (this thread, this trace
+    only, chained to any profiler already set) notes the line of the ``return``."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        yield
+        return
+    previous = sys.getprofile()
+
+    def hook(frame, event, arg):
+        if event == "return" and frame.f_code is code:
+            into[:] = [code.co_filename, frame.f_lineno]
+        if previous is not None:
+            previous(frame, event, arg)
+    sys.setprofile(hook)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)
 
 
 @contextlib.contextmanager
