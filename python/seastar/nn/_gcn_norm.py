@@ -63,7 +63,6 @@ class VertexNorm(NamedTuple):
     named tuple of tensors, so torch.compile hands it to compiled code like a Structure)."""
 
     dinv: torch.Tensor  # [N, 1]
-    edge_index: torch.Tensor  # [2, E], the structure it normalises (without the loops of `loop`)
     loop: Optional[torch.Tensor] = None  # [num_dst, 1]: (1 - c_v) d_v^2, the added loops; None: none added
 
 
@@ -115,18 +114,25 @@ def _unweighted_norm(graph, num_src: int, num_dst: int, add_self_loops: bool, de
                      dtype: torch.dtype) -> Tuple[Structure, VertexNorm]:
     """The propagated structure (the graph as given) and its per-vertex factors without edge
     weights (computed in float64); with ``add_self_loops`` the loops' factor (module docstring)."""
-    s = Structure(graph, num_src, num_dst, graph.edge_index.long())
+    s = Structure(graph, num_src, num_dst, None)
     deg = graph.in_degrees().to(torch.float64)
     loop = None
     if add_self_loops:
-        src, dst = s.edge_index[0], s.edge_index[1]
-        at = dst[(src == dst) & (dst < num_dst)]
-        c = torch.bincount(at, minlength=num_dst).to(torch.float64)
+        c = loops_per_vertex(graph, num_dst).to(torch.float64)
         deg = deg - c + 1.0
     dinv = deg.pow(-0.5).masked_fill(deg == 0, 0.0).unsqueeze(-1)
     if add_self_loops:
         loop = ((1.0 - c).unsqueeze(-1) * dinv * dinv).to(device=device, dtype=dtype)
-    return s, VertexNorm(dinv.to(device=device, dtype=dtype), s.edge_index, loop)
+    return s, VertexNorm(dinv.to(device=device, dtype=dtype), loop)
+
+
+def loops_per_vertex(graph, num_dst: int) -> torch.Tensor:
+    """How many self loops each destination has, int64 [num_dst], read off the in-adjacency the
+    kernels use anyway (not ``edge_index``, which would then be kept with the graph)."""
+    t = graph._g.tensors("cpu")
+    ptr, nbr = t["in_ptr"].long(), t["in_nbr"]
+    centre = torch.repeat_interleave(torch.arange(num_dst), ptr[1:] - ptr[:-1], output_size=nbr.numel())
+    return torch.bincount(centre[nbr == centre], minlength=num_dst)
 
 
 def cached_normalisation(layer, edge_index, make):

@@ -42,14 +42,22 @@ def core_has_bipartite() -> bool:
 class Structure(NamedTuple):
     """The graph of one call: ``graph`` (edges in the order the caller gave them, or the sparse
     adjacency's coalesced order), ``num_src`` x ``num_dst`` vertices, ``edge_index`` [2, E] int64
-    (row 0 sources) and the sparse adjacency's ``values`` [E, ...] when it came with any."""
+    (row 0 sources) and the sparse adjacency's ``values`` [E, ...] when it came with any.
+
+    ``edges`` is the ``edge_index`` the structure was built from; None for a ``seastar.Graph``,
+    whose ``edge_index`` is read only when something asks (the layers that run a vertex program
+    need the graph alone, and the graph's ``edge_index``, once read, is kept with it)."""
 
     graph: Graph
     num_src: int
     num_dst: int
-    edge_index: torch.Tensor
+    edges: Optional[torch.Tensor]
     values: Optional[torch.Tensor] = None
     layout: Optional[object] = None  # the sparse layout given (torch.layout, or "torch_sparse")
+
+    @property
+    def edge_index(self) -> torch.Tensor:
+        return self.edges if self.edges is not None else tensor_of(self.graph, "edge_index")
 
     @property
     def padded(self) -> bool:
@@ -60,7 +68,7 @@ class Structure(NamedTuple):
 
     @property
     def num_edges(self) -> int:
-        return self.edge_index.shape[1]
+        return self.edges.shape[1] if self.edges is not None else self.graph.num_edges
 
     def src(self, t: torch.Tensor) -> torch.Tensor:
         """A tensor read at the sources, with the graph's vertex rows."""
@@ -186,7 +194,7 @@ def from_graph(graph: Graph) -> Structure:
         ns, nd = int(graph.num_src), int(graph.num_dst)
     else:
         ns = nd = graph.num_nodes
-    return Structure(graph, ns, nd, tensor_of(graph, "edge_index").long())
+    return Structure(graph, ns, nd, None)
 
 
 def structure(layer: str, edge_index, num_src: Optional[int], num_dst: Optional[int],
