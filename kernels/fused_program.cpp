@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "codegen/cpu_emitter.h"
 #include "codegen/launch_layout.h"
 #include "core/util/dumps.h"
@@ -108,13 +110,13 @@ std::pair<torch::ScalarType, torch::Device> call_types(const std::string& prog,
 }
 
 /// The graph's index arrays in the kernels' slots (codegen/launch_layout.h).
-void fill_graph_arrays(const DeviceGraph& dg, void* (&graph_arrays)[launch::kNumGraphArrays]) {
+void fill_graph_arrays(const DeviceGraph& dg, bool coo, void* (&graph_arrays)[launch::kNumGraphArrays]) {
   auto ptr = [](const torch::Tensor& t) -> void* { return t.defined() ? t.data_ptr() : nullptr; };
   graph_arrays[launch::kInPtr] = ptr(dg.in.ptr), graph_arrays[launch::kInNbr] = ptr(dg.in.nbr);
   graph_arrays[launch::kInEid] = ptr(dg.in.eid), graph_arrays[launch::kInOrder] = ptr(dg.in.degree_order);
   graph_arrays[launch::kOutPtr] = ptr(dg.out.ptr), graph_arrays[launch::kOutNbr] = ptr(dg.out.nbr);
   graph_arrays[launch::kOutEid] = ptr(dg.out.eid), graph_arrays[launch::kOutOrder] = ptr(dg.out.degree_order);
-  graph_arrays[launch::kSrc] = ptr(dg.src), graph_arrays[launch::kDst] = ptr(dg.dst);
+  graph_arrays[launch::kSrc] = coo ? ptr(dg.src) : nullptr, graph_arrays[launch::kDst] = coo ? ptr(dg.dst) : nullptr;
   graph_arrays[launch::kNodeType] = ptr(dg.node_type), graph_arrays[launch::kEdgeType] = ptr(dg.edge_type);
 }
 
@@ -241,13 +243,16 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
   // destinations, edges, sources: the vertex sets of a bipartite graph (equal when square)
   const int64_t N = g.num_dst(), E = g.num_edges(), NS = g.num_src();
   const auto [dtype, device] = call_types(prog, inputs, grad_outputs);
-  const DeviceGraph& dg = g.on(device);
+  // only edge kernels read the COO arrays (built on first use)
+  const bool coo = std::any_of(side.plan.kernels.begin(), side.plan.kernels.end(),
+                               [](const codegen::Kernel& k) { return k.kind == codegen::Kernel::Kind::EdgeMap; });
+  const DeviceGraph& dg = g.on(device, coo);
 
   kernels::ScratchLease scratch(scratch_);  // intermediates of CPU calls, back to the pool at the end
   std::vector<torch::Tensor> keep, outputs;
   std::vector<void*> buffers = bind_buffers(side.plan, g, inputs, grad_outputs, dtype, device, scratch, keep, outputs);
   void* graph_arrays[launch::kNumGraphArrays];
-  fill_graph_arrays(dg, graph_arrays);
+  fill_graph_arrays(dg, coo, graph_arrays);
   if (device.is_cuda()) {
 #ifdef SEASTAR_WITH_CUDA
     const codegen::CudaProgram& cuda = cuda_program(direction, dtype, dg.index_dtype);

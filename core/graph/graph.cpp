@@ -110,11 +110,9 @@ std::shared_ptr<const GraphData> GraphData::build(std::vector<int64_t> src, std:
   g->num_src_ = num_src;
   g->num_dst_ = num_dst;
   g->bipartite_ = bipartite;
-  g->src_ = std::move(src);
-  g->dst_ = std::move(dst);
   g->types_ = std::move(types);
   g->uid_ = next_uid++;
-  g->build_indices();
+  g->build_indices(src, dst);
   return g;
 }
 
@@ -145,8 +143,6 @@ std::shared_ptr<const GraphData> GraphData::from_csc_bipartite(std::vector<int64
   set_degree_order(g->in_, num_dst);
   const std::vector<int64_t>* et = g->has_edge_types() ? &g->types_.edge_type : nullptr;
   fill_adjacency(g->out_, src, dst, et, g->types_.num_edge_types, num_src);
-  g->src_ = std::move(src);
-  g->dst_ = std::move(dst);
   return g;
 }
 
@@ -157,10 +153,23 @@ int64_t GraphData::num_nodes() const {
   return num_dst_;
 }
 
-void GraphData::build_indices() {
+void GraphData::build_indices(const std::vector<int64_t>& src, const std::vector<int64_t>& dst) {
   const std::vector<int64_t>* et = has_edge_types() ? &types_.edge_type : nullptr;
-  fill_adjacency(in_, dst_, src_, et, types_.num_edge_types, num_dst_);
-  fill_adjacency(out_, src_, dst_, et, types_.num_edge_types, num_src_);
+  fill_adjacency(in_, dst, src, et, types_.num_edge_types, num_dst_);
+  fill_adjacency(out_, src, dst, et, types_.num_edge_types, num_src_);
+}
+
+std::vector<int64_t> GraphData::src() const {
+  std::vector<int64_t> s(in_.nbr.size());
+  for (size_t j = 0; j < in_.nbr.size(); ++j) s[in_.eid[j]] = in_.nbr[j];
+  return s;
+}
+
+std::vector<int64_t> GraphData::dst() const {
+  std::vector<int64_t> d(in_.nbr.size());
+  for (int64_t v = 0; v < num_dst_; ++v)
+    for (int64_t j = in_.ptr[v]; j < in_.ptr[v + 1]; ++j) d[in_.eid[j]] = v;
+  return d;
 }
 
 bool GraphData::fits_int32() const {
@@ -169,7 +178,7 @@ bool GraphData::fits_int32() const {
 }
 
 std::shared_ptr<const GraphData> GraphData::add_self_loops(int64_t loop_type) const {
-  std::vector<int64_t> s = src_, d = dst_;
+  std::vector<int64_t> s = src(), d = dst();
   GraphTypes t = types_;
   if (bipartite_ && num_dst_ > num_src_)
     SEASTAR_THROW(ValueError, "self loops on a bipartite graph need every destination to be a source (num_dst=",
@@ -183,13 +192,14 @@ std::shared_ptr<const GraphData> GraphData::add_self_loops(int64_t loop_type) co
 }
 
 std::shared_ptr<const GraphData> GraphData::remove_self_loops(std::vector<int64_t>* kept) const {
+  const std::vector<int64_t> src0 = src(), dst0 = dst();
   std::vector<int64_t> s, d, ids;
   GraphTypes t = types_;
   t.edge_type.clear();
   for (int64_t e = 0; e < num_edges(); ++e) {
-    if (src_[e] == dst_[e]) continue;
-    s.push_back(src_[e]);
-    d.push_back(dst_[e]);
+    if (src0[e] == dst0[e]) continue;
+    s.push_back(src0[e]);
+    d.push_back(dst0[e]);
     ids.push_back(e);
     if (has_edge_types()) t.edge_type.push_back(types_.edge_type[e]);
   }

@@ -62,9 +62,11 @@ class GraphData {
   int64_t num_src() const { return num_src_; }
   int64_t num_dst() const { return num_dst_; }
   bool is_bipartite() const { return bipartite_; }
-  int64_t num_edges() const { return static_cast<int64_t>(src_.size()); }
-  const std::vector<int64_t>& src() const { return src_; }
-  const std::vector<int64_t>& dst() const { return dst_; }
+  int64_t num_edges() const { return static_cast<int64_t>(in_.nbr.size()); }
+  /// The edge list in edge-id order, rebuilt from the in-adjacency on each call (not kept: it
+  /// would cost two more E-long arrays per graph, and only edge_index and the self-loop helpers need it).
+  std::vector<int64_t> src() const;
+  std::vector<int64_t> dst() const;
   const Adjacency& in() const { return in_; }    ///< CSC: centre = destination
   const Adjacency& out() const { return out_; }  ///< CSR: centre = source
   const GraphTypes& types() const { return types_; }
@@ -85,13 +87,12 @@ class GraphData {
 
  private:
   GraphData() = default;
-  void build_indices();
+  void build_indices(const std::vector<int64_t>& src, const std::vector<int64_t>& dst);
   static std::shared_ptr<const GraphData> build(std::vector<int64_t> src, std::vector<int64_t> dst, int64_t num_src,
                                                 int64_t num_dst, bool bipartite, GraphTypes types);
 
   int64_t num_src_ = 0, num_dst_ = 0;
   bool bipartite_ = false;
-  std::vector<int64_t> src_, dst_;
   GraphTypes types_;
   Adjacency in_, out_;
   uint64_t uid_ = 0;

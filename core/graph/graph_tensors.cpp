@@ -22,11 +22,33 @@ std::vector<int64_t> to_ids(const torch::Tensor& t, const char* what) {
 
 torch::Tensor to_tensor(const std::vector<int64_t>& v, torch::ScalarType dtype) {
   auto t = torch::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())}, torch::kLong);
-  return t.to(dtype).clone();
+  return dtype == torch::kLong ? t.clone() : t.to(dtype);  // one copy either way (to() copies to another dtype)
 }
 
 AdjacencyTensors adjacency_tensors(const Adjacency& a, torch::ScalarType dtype) {
   return {to_tensor(a.ptr, dtype), to_tensor(a.nbr, dtype), to_tensor(a.eid, dtype), to_tensor(a.degree_order, dtype)};
+}
+
+/// The edge list in edge-id order as `dtype` tensors [E] (rows of `out` [2, E] when given),
+/// written straight from the in-adjacency: no E-long temporaries.
+template <class T>
+void fill_coo(const GraphData& g, T* src, T* dst) {
+  const Adjacency& in = g.in();
+  for (int64_t v = 0; v < g.num_dst(); ++v)
+    for (int64_t j = in.ptr[v]; j < in.ptr[v + 1]; ++j) {
+      src[in.eid[j]] = static_cast<T>(in.nbr[j]);
+      dst[in.eid[j]] = static_cast<T>(v);
+    }
+}
+
+/// [2, E]: row 0 the sources, row 1 the destinations.
+torch::Tensor coo_tensor(const GraphData& g, torch::ScalarType dtype) {
+  torch::Tensor t = torch::empty({2, g.num_edges()}, torch::TensorOptions().dtype(dtype));
+  if (dtype == torch::kInt)
+    fill_coo(g, t.data_ptr<int32_t>(), t.data_ptr<int32_t>() + g.num_edges());
+  else
+    fill_coo(g, t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + g.num_edges());
+  return t;
 }
 
 }  // namespace
@@ -94,26 +116,28 @@ Graph Graph::bipartite(const torch::Tensor& edge_index, int64_t num_src, int64_t
                                              num_dst, std::move(types)));
 }
 
-const DeviceGraph& Graph::on(const torch::Device& device) const {
+const DeviceGraph& Graph::on(const torch::Device& device, bool coo) const {
   const GraphData& g = data();
   std::lock_guard<std::mutex> lock(cache_->mutex);
   auto& slot = cache_->by_device[device.str()];
-  if (slot) return *slot;
-  auto dg = std::make_unique<DeviceGraph>();
-  dg->index_dtype = g.fits_int32() ? torch::kInt : torch::kLong;
-  dg->in = adjacency_tensors(g.in(), dg->index_dtype);
-  dg->out = adjacency_tensors(g.out(), dg->index_dtype);
-  dg->src = to_tensor(g.src(), dg->index_dtype);
-  dg->dst = to_tensor(g.dst(), dg->index_dtype);
-  if (g.has_node_types()) dg->node_type = to_tensor(g.types().node_type, dg->index_dtype);
-  if (g.has_edge_types()) dg->edge_type = to_tensor(g.types().edge_type, dg->index_dtype);
-  if (!device.is_cpu()) {
-    for (torch::Tensor* t : {&dg->in.ptr, &dg->in.nbr, &dg->in.eid, &dg->in.degree_order, &dg->out.ptr,
-                             &dg->out.nbr, &dg->out.eid, &dg->out.degree_order, &dg->src, &dg->dst, &dg->node_type,
-                             &dg->edge_type})
-      if (t->defined()) *t = t->to(device);
+  if (!slot) {
+    auto dg = std::make_unique<DeviceGraph>();
+    dg->index_dtype = g.fits_int32() ? torch::kInt : torch::kLong;
+    dg->in = adjacency_tensors(g.in(), dg->index_dtype);
+    dg->out = adjacency_tensors(g.out(), dg->index_dtype);
+    if (g.has_node_types()) dg->node_type = to_tensor(g.types().node_type, dg->index_dtype);
+    if (g.has_edge_types()) dg->edge_type = to_tensor(g.types().edge_type, dg->index_dtype);
+    if (!device.is_cpu()) {
+      for (torch::Tensor* t : {&dg->in.ptr, &dg->in.nbr, &dg->in.eid, &dg->in.degree_order, &dg->out.ptr,
+                               &dg->out.nbr, &dg->out.eid, &dg->out.degree_order, &dg->node_type, &dg->edge_type})
+        if (t->defined()) *t = t->to(device);
+    }
+    slot = std::move(dg);
   }
-  slot = std::move(dg);
+  if (coo && !slot->src.defined()) {  // written once under the lock, before any reader is handed them
+    torch::Tensor coo = coo_tensor(g, slot->index_dtype).to(device);
+    slot->src = coo[0], slot->dst = coo[1];
+  }
   return *slot;
 }
 
@@ -122,7 +146,7 @@ torch::Tensor Graph::edge_index() const {
   std::lock_guard<std::mutex> lock(cache_->mutex);
   torch::Tensor& t = cache_->edge_index;
   if (!t.defined() || t._version() != cache_->edge_index_version) {
-    t = torch::stack({to_tensor(g.src(), torch::kLong), to_tensor(g.dst(), torch::kLong)});
+    t = coo_tensor(g, torch::kLong);
     cache_->edge_index_version = t._version();
   }
   return t;

@@ -24,7 +24,7 @@ struct AdjacencyTensors {
 /// Everything a kernel needs about a graph, on one device.
 struct DeviceGraph {
   AdjacencyTensors in, out;
-  torch::Tensor src, dst;              ///< COO in original edge order
+  torch::Tensor src, dst;              ///< COO in original edge order; built only when asked (on(d, true))
   torch::Tensor node_type, edge_type;  ///< undefined when the graph has none
   torch::ScalarType index_dtype;       ///< kInt when every id fits int32, else kLong
 };
@@ -59,8 +59,10 @@ class Graph {
   bool is_bipartite() const { return data().is_bipartite(); }
   int64_t num_edges() const { return data().num_edges(); }
 
-  /// Index tensors on `device`, built on first use and cached for this graph.
-  const DeviceGraph& on(const torch::Device& device) const;
+  /// Index tensors on `device`, built on first use and cached for this graph. The COO arrays
+  /// (src, dst) only with `coo`: kernels over edges read them, the others never do, and they
+  /// cost two E-long arrays.
+  const DeviceGraph& on(const torch::Device& device, bool coo = true) const;
 
   /// [2, E] int64 on CPU, built once and shared by every caller (layers read it on each call);
   /// an in-place change to it is noticed (torch's version counter) and the next call rebuilds it.

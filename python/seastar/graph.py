@@ -221,8 +221,9 @@ class Graph(OpaqueBase):
         return self._g.tensors(str(torch.device(device)))
 
     def to(self, device) -> "Graph":
-        """Prepares the index tensors on ``device``; the graph itself serves every device."""
-        self.tensors(device)
+        """Prepares the index tensors on ``device`` (the COO arrays, which only edge kernels
+        read, on first use); the graph itself serves every device."""
+        self._g.tensors(str(torch.device(device)), coo=False)
         return self
 
     # -- pickling: the edge list and the types; the indices are rebuilt (O(N + E)) ------------
@@ -250,7 +251,7 @@ def _own_tensor(graph: Graph, name: str) -> Optional[torch.Tensor]:
         return g.in_degrees()
     if name == "out_degrees":
         return g.out_degrees()
-    return g.tensors("cpu").get(name)  # node_type, edge_type
+    return g.tensors("cpu", coo=False).get(name)  # node_type, edge_type
 
 
 def tensor_of(graph: Graph, name: str) -> Optional[torch.Tensor]:

@@ -37,20 +37,21 @@ void bind_graph(py::module_& m) {
       .def("index_dtype", [](const Graph& g) { return g.data().fits_int32() ? "int32" : "int64"; })
       .def(
           "tensors",
-          [](const Graph& g, const std::string& device) {
-            const DeviceGraph& d = g.on(torch::Device(device));
+          [](const Graph& g, const std::string& device, bool coo) {
+            const DeviceGraph& d = g.on(torch::Device(device), coo);
             py::dict out;
             out["in_ptr"] = d.in.ptr, out["in_nbr"] = d.in.nbr, out["in_eid"] = d.in.eid;
             out["in_order"] = d.in.degree_order;
             out["out_ptr"] = d.out.ptr, out["out_nbr"] = d.out.nbr, out["out_eid"] = d.out.eid;
             out["out_order"] = d.out.degree_order;
-            out["src"] = d.src, out["dst"] = d.dst;
+            if (coo) out["src"] = d.src, out["dst"] = d.dst;
             if (d.node_type.defined()) out["node_type"] = d.node_type;
             if (d.edge_type.defined()) out["edge_type"] = d.edge_type;
             return out;
           },
-          py::arg("device") = "cpu",
-          "Index tensors on `device` (built once per graph and device, then cached).");
+          py::arg("device") = "cpu", py::arg("coo") = true,
+          "Index tensors on `device` (built once per graph and device, then cached); the COO arrays "
+          "src and dst only with `coo`.");
 }
 
 }  // namespace seastar::python

@@ -525,11 +525,12 @@ TEST(GraphSelfLoops, AddAppendsOneLoopPerVertex) {
     ASSERT_EQ(h->num_edges(), e + n);
     EXPECT_EQ(h->num_nodes(), n);
     // The original edges keep their ids, so existing edge features stay aligned.
-    EXPECT_EQ(Ids(h->src().begin(), h->src().begin() + e), c.src);
-    EXPECT_EQ(Ids(h->dst().begin(), h->dst().begin() + e), c.dst);
+    const Ids hs = h->src(), hd = h->dst();
+    EXPECT_EQ(Ids(hs.begin(), hs.begin() + e), c.src);
+    EXPECT_EQ(Ids(hd.begin(), hd.begin() + e), c.dst);
     for (int64_t v = 0; v < n; ++v) {
-      EXPECT_EQ(h->src()[e + v], v);
-      EXPECT_EQ(h->dst()[e + v], v);
+      EXPECT_EQ(hs[e + v], v);
+      EXPECT_EQ(hd[e + v], v);
     }
     EXPECT_FALSE(h->has_edge_types());
     EXPECT_TRUE(h->types().edge_type.empty());
@@ -593,11 +594,12 @@ TEST(GraphSelfLoops, RemoveKeepsOtherEdgesAndReportsTheirIds) {
     EXPECT_EQ(kept, expected);
     ASSERT_EQ(h->num_edges(), static_cast<int64_t>(kept.size()));
     EXPECT_LT(h->num_edges(), g->num_edges());  // the generator made some loops
+    const Ids hs = h->src(), hd = h->dst();
     for (size_t i = 0; i < kept.size(); ++i) {
-      EXPECT_EQ(h->src()[i], c.src[kept[i]]);
-      EXPECT_EQ(h->dst()[i], c.dst[kept[i]]);
+      EXPECT_EQ(hs[i], c.src[kept[i]]);
+      EXPECT_EQ(hd[i], c.dst[kept[i]]);
       EXPECT_EQ(h->types().edge_type[i], t.edge_type[kept[i]]);  // types carried with edges
-      EXPECT_NE(h->src()[i], h->dst()[i]);
+      EXPECT_NE(hs[i], hd[i]);
     }
     EXPECT_EQ(h->types().num_edge_types, 5);
     expect_indices_valid(*h);

@@ -58,11 +58,12 @@ TEST(Sampler, CountsRelabellingAndDeterminism) {
   EXPECT_EQ(b.ptr[1] - b.ptr[0], 4);  // the hub: 4 of its 51 in-edges
   EXPECT_EQ(b.ptr[2] - b.ptr[1], 1);  // vertex 3: its one in-edge (2 -> 3)
   EXPECT_EQ(std::vector<int64_t>(b.src_nodes.begin(), b.src_nodes.begin() + 3), (std::vector<int64_t>{0, 3, 9}));
+  const std::vector<int64_t> gs = g->src(), gd = g->dst();
   for (int64_t i = 0; i < b.num_dst; ++i) {
     std::set<int64_t> seen;
     for (int64_t k = b.ptr[i]; k < b.ptr[i + 1]; ++k) {
-      EXPECT_EQ(g->src()[b.eid[k]], b.src_nodes[b.src[k]]);
-      EXPECT_EQ(g->dst()[b.eid[k]], b.src_nodes[i]);
+      EXPECT_EQ(gs[b.eid[k]], b.src_nodes[b.src[k]]);
+      EXPECT_EQ(gd[b.eid[k]], b.src_nodes[i]);
       EXPECT_TRUE(seen.insert(b.eid[k]).second);
     }
   }
