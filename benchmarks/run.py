@@ -299,6 +299,8 @@ def parse_args(argv=None):
     ap.add_argument("--install-timeout", type=float, default=600)
     ap.add_argument("--append", action="store_true",
                     help="merge into --out/results.json: keep its records of configurations this run does not measure")
+    ap.add_argument("--readme-table", action="store_true",
+                    help="print the best-peer table of --out/results.json as README.md shows it")
     ap.add_argument("--report-only", action="store_true",
                     help="re-render results.md, the ratios and the plots from --out/results.json")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -341,6 +343,11 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
+    if args.readme_table:
+        import _report
+        with open(os.path.join(out, "results.json")) as fh:
+            print(_report.readme_table(json.load(fh)), end="")
+        return 0
     if args.report_only:
         return report_only(out)
     deps = ensure_deps(args)

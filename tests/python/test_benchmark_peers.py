@@ -54,6 +54,17 @@ def test_best_peer_is_the_fastest_and_leanest_is_the_smallest_and_unfused_is_no_
     assert "PyG + torch.compile: timeout" in md
 
 
+def test_readme_table_shows_the_best_peer_rows_smaller_graphs_first():
+    train = [_rec("fused", 0, 1500.0, 300), _rec("dgl", 0, 3000.0, 200)]
+    big = [dict(r, graph="pl1m", graph_label="power law 1M", num_edges=20000) for r in train]
+    rows = _report.ratios(big + train)
+    table = _report.readme_table(dict(ratios=rows)).splitlines()
+    assert len(table) == 4 and table[1].startswith("| --- |")
+    assert table[2] == ("| 100k | GCN | 16 | 1.50 s | DGL | 3.00 s | **2.00x** | - / - | 300 MB | DGL | 200 MB "
+                        "| 0.67x |")
+    assert table[3].startswith("| 1M | GCN | 16 |")
+
+
 def test_rows_are_kept_apart_per_thread_count():
     train = [_rec("fused", 0, 10.0, 1, threads=1), _rec("dgl", 0, 20.0, 1, threads=1),
              _rec("fused", 0, 8.0, 1, threads=2), _rec("dgl", 0, 4.0, 1, threads=2)]
