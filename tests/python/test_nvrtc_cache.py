@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -69,3 +71,42 @@ def test_damaged_cubins_are_rebuilt_once(tmp_path):
     assert all(v["hit"] for v in again.values()) and "is unusable" not in err, err
     # the ptxas report rides in the entry: a cached cubin still knows its registers
     assert again["intact"]["kernels"] == cold["intact"]["kernels"] and cold["intact"]["kernels"][0]["registers"] > 0
+
+
+INTERRUPTED = """
+import json, sys, time, seastar as ss
+src = "\\n".join('extern "C" __global__ void k%d(float* p) { float x = p[threadIdx.x];\\n#pragma unroll\\n'
+                'for (int i = 0; i < 20; ++i) x = sinf(x * %d.0f + i) * cosf(x + i);\\n p[threadIdx.x] = x; }'
+                % (i, i + 1) for i in range(4))
+if sys.argv[1] == "again":
+    print(json.dumps(dict(hit=ss._C.nvrtc_compile(src, 80, "interrupted")["cache_hit"])))
+    sys.exit(0)
+print("START", flush=True)
+t = time.monotonic()
+try:
+    ss._C.nvrtc_compile(src, 80, "interrupted")
+    print("COMPLETED", flush=True)
+except KeyboardInterrupt:
+    print("INTERRUPTED %.3f" % (time.monotonic() - t), flush=True)
+"""
+
+
+def test_ctrl_c_during_nvrtc_arrives_when_it_returns_and_leaves_a_good_entry(tmp_path):
+    """NVRTC compiles in this process and cannot be cancelled: Ctrl-C (SIGINT to the process
+    group, as a terminal sends it) is raised as KeyboardInterrupt as soon as the compile call
+    returns, and the cubin it produced is a complete entry, which the next run finds."""
+    cache = tmp_path / "kernels"
+    env = dict(os.environ, SEASTAR_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.Popen([sys.executable, "-c", INTERRUPTED, "first"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert p.stdout.readline().strip() == "START", p.communicate()
+    time.sleep(0.3)  # well inside the compile, which takes seconds
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err
+    assert out.startswith("INTERRUPTED"), (out, err)
+    cache_entries.check_dir(cache)
+    again = subprocess.run([sys.executable, "-c", INTERRUPTED, "again"], env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout.strip().splitlines()[-1]) == {"hit": True}
