@@ -86,6 +86,7 @@ class APPNP(nn.Module):
         self.backend = backend
         appnp_step(self.alpha)  # built here: torch.compile cannot build them
         appnp_symmetric_step(self.alpha)
+        appnp_symmetric_step_loops(self.alpha)
         self._graph_cache = GraphCache(16)
         self._cached_edge_index = None
         self._cached_adj_t = None
