@@ -326,6 +326,34 @@ def test_eval_mode_is_deterministic(case):
     assert not torch.equal(c, d)  # dropout is live in training mode
 
 
+@pytest.mark.parametrize("f_in,f_out,x_grad,first", [(4, 4, False, True), (4, 4, True, False), (3, 5, True, True),
+                                                      (9, 4, False, False), (6, 4, False, True), (6, 4, True, False)])
+def test_gcn_propagates_whichever_side_of_the_weight_is_cheaper(f_in, f_out, x_grad, first, monkeypatch):
+    """A (x W) = (A x) W: GCNConv propagates the side with fewer rows to move forward and
+    backward (x needs no backward propagation without a gradient); both orders match plain torch
+    in the output and every gradient."""
+    import seastar.nn.gcn_conv as gcn_mod
+    ei, n = awkward_graph()
+    layer = snn.GCNConv(f_in, f_out).to(DT)
+    assert gcn_mod.propagate_first(torch.zeros(n, f_in, dtype=DT, requires_grad=x_grad), layer.lin.weight,
+                                   None) is first
+    seen = []
+    real = gcn_mod.propagate
+    monkeypatch.setattr(gcn_mod, "propagate", lambda s, h, w, b: seen.append(h.shape[-1]) or real(s, h, w, b))
+    xa = torch.randn(n, f_in, dtype=DT, requires_grad=x_grad)
+    xb = xa.detach().clone().requires_grad_(x_grad)
+    out = layer(make(ei, n), xa)
+    assert seen == [f_in if first else f_out]
+    want = ref_gcn(ei, n, xb, layer)
+    torch.testing.assert_close(out, want, **TOL)
+    gout = torch.randn_like(out)
+    wrt_a = [layer.lin.weight, layer.bias] + ([xa] if x_grad else [])
+    got = torch.autograd.grad(out, wrt_a, gout)
+    wrt_b = [layer.lin.weight, layer.bias] + ([xb] if x_grad else [])
+    for g, w in zip(got, torch.autograd.grad(want, wrt_b, gout)):
+        torch.testing.assert_close(g, w, **TOL)
+
+
 def test_gcn_cache_is_per_graph():
     n = 10
     ei1, _ = random_graph(n, 30, seed=1)

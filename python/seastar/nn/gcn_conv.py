@@ -55,6 +55,23 @@ def propagate(s, h: torch.Tensor, w: Union[None, torch.Tensor, VertexNorm], back
     return s.out(weighted_sum(s.graph, backend=backend, h=s.src(h), w=w.to(h.dtype)))
 
 
+def propagate_first(x: torch.Tensor, weight: torch.Tensor, w) -> bool:
+    """Whether ``A (x W)`` is cheaper as ``(A x) W`` (the same function): in propagations of
+    rows, counting the backward's, which ``(A x) W`` needs only when ``x`` itself needs a
+    gradient (a first layer's input does not; ``x W`` always needs one in training). With
+    learned edge weights the two orders differ in which product their gradient reads, so the
+    order stays as given then; a sparse ``x`` is transformed first (it cannot be propagated)."""
+    if x.is_sparse or isinstance(weight, nn.parameter.UninitializedParameter):
+        return False
+    if isinstance(w, torch.Tensor) and w.requires_grad:
+        return False
+    f_in, f_out = x.shape[-1], weight.shape[0]
+    training = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
+    cost_first = f_in * (1 + (training and x.requires_grad))
+    cost_after = f_out * (1 + training)
+    return cost_first < cost_after
+
+
 class GCNConv(nn.Module):
     r"""Graph convolution: ``out = D^-1/2 (A + I) D^-1/2 (x W) + b``.
 
@@ -76,7 +93,10 @@ class GCNConv(nn.Module):
     ``conv(data)``. ``x`` [N, F] or, for one graph shared by a batch, [B, N, F]. ``in_channels=-1``
     defers the weight's width to the first call. float16 / bfloat16 compute in float32.
 
-    ``x W`` is dense torch (``x`` may be a sparse COO tensor); the propagation is one vertex
+    ``x W`` is dense torch (``x`` may be a sparse COO tensor), before or after the propagation
+    (``A (x W) = (A x) W``), whichever propagates fewer rows forward and backward
+    (``propagate_first``: a first layer's input needs no gradient, so propagating it first
+    leaves the backward no propagation at all); the propagation is one vertex
     program: ``sum(e.src.d * e.src.h * e.dst.d)`` with ``d = deg^-1/2`` per vertex when there
     are no edge weights (the self loops added as a per-vertex term, not as edges: no second
     graph), ``sum(e.src.h * e.w)`` when there are. Weights glorot, bias zeros (as PyG); parameter names
@@ -125,13 +145,15 @@ class GCNConv(nn.Module):
         edge_weight = extra["edge_weight"]
         split_features("GCNConv", x, bipartite_ok=False)
         x, batch = Batch.fold(x)
-        h = self.lin(x)
         if self.normalize:
-            s, w = self._normalised(x, edge_index, edge_weight, h)
+            s, w = self._normalised(x, edge_index, edge_weight, x)
         else:
             s = resolve("GCNConv", x, x, edge_index, flow=self.flow)
             w = edge_weights(s, edge_weight, "GCNConv")
-        out = propagate(s, h, w, self.backend)
+        if propagate_first(x, self.lin.weight, w):
+            out = self.lin(propagate(s, x, w, self.backend))
+        else:
+            out = propagate(s, self.lin(x), w, self.backend)
         if batch is not None:
             out = batch.unfold(out)
         if self.bias is not None:
