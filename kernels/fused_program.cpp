@@ -99,12 +99,9 @@ std::pair<torch::ScalarType, torch::Device> call_types(const std::string& prog,
       }
   }
   if (!device.is_cpu() && !device.is_cuda())
-    SEASTAR_THROW(NotImplementedError, prog, ": the fused backend runs CPU and CUDA tensors, not ", device);
+    SEASTAR_THROW(NotImplementedError, prog, ": ", other_device_refusal(device.str()));
 #ifndef SEASTAR_WITH_CUDA
-  if (device.is_cuda())
-    SEASTAR_THROW(NotImplementedError, prog, ": the tensors are on ", device,
-                  " but this build of Seastar has no CUDA backend (it was built without the CUDA toolkit); "
-                  "rebuild with the toolkit installed, move the tensors to the CPU, or use backend='reference'");
+  if (device.is_cuda()) SEASTAR_THROW(NotImplementedError, prog, ": ", no_cuda_build_refusal(device.str()));
 #endif
   return {dtype, device};
 }
@@ -121,6 +118,16 @@ void fill_graph_arrays(const DeviceGraph& dg, bool coo, void* (&graph_arrays)[la
 }
 
 }  // namespace
+
+std::string other_device_refusal(const std::string& devices) {
+  return "the fused backend runs CPU and CUDA tensors, not " + devices;
+}
+
+std::string no_cuda_build_refusal(const std::string& device) {
+  return "the tensors are on " + device +
+         " but this build of Seastar has no CUDA backend (it was built without the CUDA toolkit); rebuild with "
+         "the toolkit installed, move the tensors to the CPU, or use backend='reference'";
+}
 
 const codegen::CudaProgram& FusedProgram::cuda_program(const std::string& direction, torch::ScalarType dtype,
                                                        torch::ScalarType index_dtype) {

@@ -23,6 +23,11 @@
 
 namespace seastar {
 
+/// The fused backend's two refusals of a device, worded once for the orchestrator's
+/// `unsupported` query and for the launcher's own guard (which direct callers rely on).
+std::string other_device_refusal(const std::string& devices);  ///< neither CPU nor CUDA
+std::string no_cuda_build_refusal(const std::string& device);  ///< CUDA tensors, a build without CUDA
+
 class FusedProgram {
  public:
   explicit FusedProgram(LoweredProgram lowered);

@@ -141,13 +141,10 @@ std::string Signature::unsupported(const TensorInfos& infos) const {
     if (c10::isFloatingType(t.dtype) && t.dtype != c10::ScalarType::Float && t.dtype != c10::ScalarType::Double)
       other_dtypes.insert(dtype_name(t.dtype));
   }
-  if (!other_devices.empty()) return "the fused backend runs CPU and CUDA tensors, not " + list_text(other_devices);
+  if (!other_devices.empty()) return other_device_refusal(list_text(other_devices));
   if (!other_dtypes.empty()) return "the fused kernels compute in float32 and float64, not " + list_text(other_dtypes);
 #ifndef SEASTAR_WITH_CUDA
-  if (cuda)
-    return "the tensors are on a CUDA device but this build of Seastar has no CUDA backend (it was built without "
-           "the CUDA toolkit); rebuild with the toolkit installed, move the tensors to the CPU, or use "
-           "backend='reference'";
+  if (cuda) return no_cuda_build_refusal("a CUDA device");
 #else
   (void)cuda;
 #endif
