@@ -29,8 +29,8 @@ AdjacencyTensors adjacency_tensors(const Adjacency& a, torch::ScalarType dtype) 
   return {to_tensor(a.ptr, dtype), to_tensor(a.nbr, dtype), to_tensor(a.eid, dtype), to_tensor(a.degree_order, dtype)};
 }
 
-/// The edge list in edge-id order as `dtype` tensors [E] (rows of `out` [2, E] when given),
-/// written straight from the in-adjacency: no E-long temporaries.
+/// The edge list in edge-id order into `src` and `dst` (E entries each), written straight from
+/// the in-adjacency: no E-long temporaries.
 template <class T>
 void fill_coo(const GraphData& g, T* src, T* dst) {
   const Adjacency& in = g.in();
