@@ -1,7 +1,11 @@
 """Runs one benchmark configuration in its own process and reads the JSON object it prints last.
 
-Shared by every benchmark script (``run.py``, ``bench_minibatch.py``, ``bench_rgcn.py``): the
-child gets ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` = its thread count, may run under another
+Every benchmark script that measures configurations one per process uses it (``run.py``,
+``bench_minibatch.py``, ``bench_rgcn.py``). The others start processes for another purpose:
+``bench_distributed.py`` launches ``torch.distributed.run`` (a world of ranks, not one
+configuration), ``bench_threads.py`` starts the spinning load its measurements run beside, and
+``kernel_variants.py`` runs the C++ compiler; ``bench_compile.py`` measures in one process on
+purpose (first-call against later calls). The child gets ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` = its thread count, may run under another
 interpreter (the DGL peer's environment, ``_peer_env.py``), and a timeout, a crash or a kill
 (out of memory) comes back as a record with ``status`` and ``reason`` instead of an exception.
 """

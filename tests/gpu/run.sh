@@ -100,17 +100,12 @@ timeout "$(limit 60 60)" "$PY" tests/gpu/registers.py "$OUT/registers.json" >> "
 # --- benchmark ---------------------------------------------------------------------------
 BENCH=/tmp/seastar-bench
 rm -rf "$BENCH"
-if [[ -f benchmarks/run.py ]]; then
-  timeout "$(limit "${GPU_BENCH_TIMEOUT:-180}" 5)" "$PY" benchmarks/run.py --out "$BENCH" --device cuda --no-install \
-      --graphs cora,pl100k,pl1m --widths 64 --layers gcn,gat --repeats 3 --timeout 40 --no-latency --no-roofline \
-      > "$BENCH.log" 2>&1
-  rc=$?
-  cp "$BENCH/results.json" "$OUT/bench.json" 2>/dev/null
-  if [[ -f $BENCH/results.md ]]; then cp "$BENCH/results.md" "$OUT/bench.md"; else tail -60 "$BENCH.log" > "$OUT/bench.md"; fi
-else
-  timeout "$(limit "${GPU_BENCH_TIMEOUT:-180}" 5)" "$PY" benchmarks/bench_fused.py --quick --out "$OUT/bench.json" > "$OUT/bench.md" 2>&1
-  rc=$?
-fi
+timeout "$(limit "${GPU_BENCH_TIMEOUT:-180}" 5)" "$PY" benchmarks/run.py --out "$BENCH" --device cuda --no-install \
+    --graphs cora,pl100k,pl1m --widths 64 --layers gcn,gat --repeats 3 --timeout 40 --no-latency --no-roofline \
+    > "$BENCH.log" 2>&1
+rc=$?
+cp "$BENCH/results.json" "$OUT/bench.json" 2>/dev/null
+if [[ -f $BENCH/results.md ]]; then cp "$BENCH/results.md" "$OUT/bench.md"; else tail -60 "$BENCH.log" > "$OUT/bench.md"; fi
 note "== benchmark: rc=$rc ($(elapsed))"
 [[ $rc != 0 ]] && { status=1; tail -15 "$BENCH.log" 2>/dev/null | tee -a "$SUMMARY"; }
 
