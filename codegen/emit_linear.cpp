@@ -55,9 +55,13 @@ Operand EmitterBase::emit_matvec(const Site& s) {
     os << ind << "    for (int64_t j = 0; j < " << Nn << "; ++j) y[j] += xi * wr[j];\n"
        << ind << "  }\n";
   } else {
+    // a dot product per output: without the reduction clause the compiler may not reorder the
+    // sum, and the loop runs scalar
     os << ind << "  for (int64_t i = 0; i < " << K << "; ++i) {\n"
-       << ind << "    T acc = T(0);\n"
-       << ind << "    for (int64_t j = 0; j < " << Nn << "; ++j) acc += " << px.expr << "[l * " << Nn
+       << ind << "    T acc = T(0);\n";
+    const std::string p = simd_sum("acc");
+    if (!p.empty()) os << ind << "    " << p << "\n";
+    os << ind << "    for (int64_t j = 0; j < " << Nn << "; ++j) acc += " << px.expr << "[l * " << Nn
        << " + j] * " << pw.expr << "[i * " << Nn << " + j];\n"
        << ind << "    " << name << "[l * " << K << " + i] = acc;\n"
        << ind << "  }\n";
