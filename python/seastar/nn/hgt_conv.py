@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Optional
+from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
@@ -16,7 +16,8 @@ from ._precision import float32_inside
 from ._utils import GraphCache, check_graph, dense, glorot, zeros
 from .hgt_dict import dict_forward, dict_inputs, init_dict_mode, is_metadata, reset_dict_mode
 from .rgcn_conv import MODES
-from .typed_graph import edge_types, node_type_groups, per_relation, prefer_pairs, relation_pairs, typed_linear
+from .typed_graph import (cheapest, edge_types, node_type_groups, per_edge_cost, per_pair_cost, per_relation,
+                          relation_pairs, typed_linear)
 
 
 @vertex_program(name="hgt_typed")
@@ -98,8 +99,9 @@ class HGTConv(nn.Module):
     ``conv(x_dict, edge_index_dict)`` (or a ``HeteroData``-like object) and returns a dict per
     destination node type, with PyG's parameter layout; see ``seastar.nn.hgt_dict``.
 
-    ``mode="auto"`` takes ``per_pair`` when ``2*P*H*d^2 + 2*E*H*d < E*(2*(H*d)^2 + 2*H*d)``, which
-    holds for every graph with ``H > 1`` and whenever ``P < E``. ``per_edge`` with trainable
+    ``mode="auto"`` takes the cheaper path by ``mode_costs``, the cost model :class:`RGCNConv`
+    uses too (``seastar.nn.typed_graph``): ``per_edge`` only when nearly every (source, relation)
+    pair is distinct and the rows are narrow. ``per_edge`` with trainable
     relation matrices runs fused only where the fused backend reduces parameter gradients.
     """
 
@@ -158,15 +160,24 @@ class HGTConv(nn.Module):
             self.p_rel.fill_(1.0)
             self.skip.fill_(1.0)
 
-    def choose_mode(self, graph: Graph) -> str:
+    def mode_costs(self, graph: Graph, x_grad: bool = True) -> Dict[str, int]:
+        """The cost of one training step of each path on this graph, by the relational layers'
+        cost model (``seastar.nn.typed_graph``); ``x_grad``: whether K and V need gradients."""
+        pairs = relation_pairs(self._graph_cache, graph, self.num_edge_types, "HGTConv")
+        H, d = self.heads, self.out_channels // self.heads
+        # per edge: k and v through the block-diagonal [H*d, H*d] matrices; per pair: through the
+        # H [d, d] blocks, k and v rows (2*H*d floats) in and out
+        return {"per_edge": per_edge_cost(graph.num_edges, 2 * (H * d) ** 2, x_grad),
+                "per_pair": per_pair_cost(pairs.num_pairs, 2 * H * d * d, 4 * H * d, x_grad)}
+
+    def choose_mode(self, graph: Graph, x_grad: bool = True) -> str:
+        """The ``mode`` argument, or the cheapest path by ``mode_costs``; an untyped graph takes
+        ``per_pair`` (its pairs are its vertices)."""
         if not graph.has_edge_types:
             return "per_pair"
         if self.mode != "auto":
             return self.mode
-        pairs = relation_pairs(self._graph_cache, graph, self.num_edge_types, "HGTConv")
-        H, d = self.heads, self.out_channels // self.heads
-        return "per_pair" if prefer_pairs(graph.num_edges, pairs.num_pairs, 2 * H * d * d,
-                                          2 * (H * d) ** 2 + 2 * H * d, 2 * H * d) else "per_edge"
+        return cheapest(self.mode_costs(graph, x_grad))
 
     @float32_inside
     def forward(self, x, edge_index=None):
@@ -193,7 +204,7 @@ class HGTConv(nn.Module):
         if not torch.is_grad_enabled():
             k_rel, v_rel, p_rel = k_rel.detach(), v_rel.detach(), p_rel.detach()
         mu = p_rel / math.sqrt(d)  # [R, H]
-        if self.choose_mode(graph) == "per_edge":
+        if self.choose_mode(graph, kqv.requires_grad) == "per_edge":
             # torch.compile traces the function (the constants enter the compiled code), not its cache
             head_maps = _head_maps.__wrapped__ if torch.compiler.is_compiling() else _head_maps
             S, ST = head_maps(H, d, x.dtype, str(x.device))

@@ -20,8 +20,8 @@ from ._typed_inputs import typed_call
 from ._utils import GraphCache, dense, glorot, graph_uid, per_graph, zeros
 from .gcn_conv import neighbour_sum, weighted_sum
 from .rgcn_runs import build_run_plan, count_runs, device_plan, per_run_conv
-from .typed_graph import (MATVEC_COST, PAIR_MARGIN, ROW_COST, csc_ordered, edge_types, per_relation, relation_norm,
-                          relation_pairs)
+from .typed_graph import (MATVEC_COST, PAIR_MARGIN, ROW_COST, cheapest, csc_ordered, edge_types,  # noqa: F401
+                          per_edge_cost, per_pair_cost, per_relation, relation_norm, relation_pairs)
 
 MODES = ("auto", "per_edge", "per_pair")  # the paths shared with HGTConv
 RGCN_MODES = MODES + ("per_run", "per_basis")
@@ -118,12 +118,13 @@ class RGCNConv(nn.Module):
     edge types and ``norm`` instead of reading them through the edge-id map.
 
     ``mode="auto"`` (default) takes the cheapest path per training step (forward + backward, with
-    or without a gradient for ``x``) by ``mode_costs``, in GEMM multiply-adds: a multiply-add of
-    the per-edge programs counts ``MATVEC_COST`` (1.25), a float of a run or pair row moved by the
-    scatter / gather between the GEMMs and the aggregation ``ROW_COST`` (20), both measured;
-    ``per_pair`` must also be ``PAIR_MARGIN`` (10%) cheaper than the rest, as it alone holds
-    O(P*F) floats between the passes; ties go to the path listed first in ``mode_costs``. An
-    untyped graph always takes ``per_pair`` (its pairs are the vertices: one transform, one sum).
+    or without a gradient for ``x``) by ``mode_costs``, in GEMM multiply-adds, with the cost model
+    the relational layers share (``seastar.nn.typed_graph``: ``MATVEC_COST`` per multiply-add of
+    the per-edge programs, ``ROW_COST`` per float of a run or pair row moved by the scatter /
+    gather between the GEMMs and the aggregation, both measured); ``per_pair`` must also be
+    ``PAIR_MARGIN`` cheaper than the rest, as it alone holds O(P*F) floats between the passes;
+    ties go to the path listed first in ``mode_costs``. An untyped graph always takes
+    ``per_pair`` (its pairs are the vertices: one transform, one sum).
 
     Calls: ``conv(graph, x)`` with a typed graph; PyG's ``conv(x, edge_index, edge_type)`` and
     ``conv(x, adj_t)`` (the sparse values are the relations), the typed graph built once per
@@ -216,9 +217,9 @@ class RGCNConv(nn.Module):
         # or the forward runs again (W only); each run row is also scattered / gathered
         run_rows = q + (2 * p if x_grad else q)
         costs = {
-            "per_edge": int(MATVEC_COST * (3 if x_grad else 2) * e * ff),
+            "per_edge": per_edge_cost(e, ff, x_grad),
             "per_run": run_rows * ff + ROW_COST * run_rows * rows,
-            "per_pair": (3 if x_grad else 2) * p * ff + ROW_COST * 3 * p * rows,
+            "per_pair": per_pair_cost(p, ff, rows, x_grad),
         }
         if self.num_bases is not None:
             b = self.num_bases
@@ -238,10 +239,7 @@ class RGCNConv(nn.Module):
         costs = self.mode_costs(graph, x_grad)
         if torch.compiler.is_compiling():
             del costs["per_run"]  # its hand-written autograd over run chunks is not traceable
-        # per_pair holds P*(in + out) floats from forward to backward, the others O(N*F): it must
-        # win by PAIR_MARGIN to be chosen
-        costs["per_pair"] = int(costs["per_pair"] * PAIR_MARGIN)
-        return min(costs, key=costs.get)
+        return cheapest(costs)
 
     def _num_runs(self, graph: Graph) -> int:
         return per_graph(self._graph_cache, ("num_runs", graph_uid(graph)), graph, _num_runs, self.num_relations)

@@ -3,13 +3,13 @@
 Per-graph structure, computed once per graph and cached by graph uid: each edge's relation, the
 graph in (destination, relation) order, the per-relation normalisation, the distinct (source,
 relation) *pairs* behind the transform-then-aggregate path, vertices grouped by node type for
-typed linears. And the cost weights and rule by which the layers choose between transforming per
-edge and per (source, relation) pair (RGCNConv.mode_costs weighs its four paths with them;
-HGTConv compares its two with ``prefer_pairs``).
+typed linears. And the one cost model by which the layers choose between transforming per edge
+and per (source, relation) pair: ``per_edge_cost``, ``per_pair_cost`` and ``cheapest``, used by
+``RGCNConv.mode_costs`` (which adds its per-run and per-basis paths) and ``HGTConv.mode_costs``.
 """
 from __future__ import annotations
 
-from typing import Callable, List, NamedTuple, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional
 
 import torch
 
@@ -18,21 +18,41 @@ from ._utils import GraphCache, graph_uid, per_graph
 
 
 # ---- the cost model --------------------------------------------------------------------------------
-
-# The cost rule's weights, in multiply-adds of a dense GEMM (torch.mm: 33 GMAC/s on one core),
-# calibrated with bench_rgcn.py (F=64, one thread): a multiply-add of the generated per-edge
-# matrix-vector product or outer product (~25 GMAC/s, W_r streamed from L2), and a float of a
-# run or pair row moved by index_add_ / index_select / the chunked aggregation.
-MATVEC_COST = 1.25
+#
+# One model for every relational layer: a path's cost per training step, in multiply-adds of a
+# dense GEMM (torch.mm), from the work the layer counts for it. Weights measured with a grid of
+# R-GCN and HGT runs on random typed graphs (2k-200k vertices, 200k edges, F=16 and 64, one
+# thread; the layers' own paths timed against each other): a multiply-add of the generated
+# per-edge matrix-vector product or outer product (W_r streamed from L2, the row gathered) costs
+# MATVEC_COST GEMM multiply-adds, and a float of a run or pair row moved by index_add_ /
+# index_select / the chunked aggregation ROW_COST. The pair path alone holds O(P*F) floats from
+# forward to backward, so it must win by PAIR_MARGIN.
+MATVEC_COST = 3
 ROW_COST = 20
 PAIR_MARGIN = 1.1
 
 
-def prefer_pairs(num_edges: int, num_pairs: int, pair_cost: int, edge_cost: int, agg_cost: int) -> bool:
-    """The cost rule: transform each (source, relation) pair once and aggregate looked-up rows
-    (``P * pair_cost + E * agg_cost``) when that is cheaper than transforming per edge
-    (``E * edge_cost``)."""
-    return num_pairs * pair_cost + num_edges * agg_cost < num_edges * edge_cost
+def passes(x_grad: bool) -> int:
+    """Forward, the parameters' gradient, and (when the input needs one) the input's."""
+    return 3 if x_grad else 2
+
+
+def per_edge_cost(num_edges: int, macs_per_edge: int, x_grad: bool) -> int:
+    """A typed vertex program: ``macs_per_edge`` multiply-adds of the generated kernel per edge and pass."""
+    return int(MATVEC_COST * passes(x_grad) * num_edges * macs_per_edge)
+
+
+def per_pair_cost(num_pairs: int, macs_per_pair: int, row_floats: int, x_grad: bool) -> int:
+    """Transform each (source, relation) pair once by a dense product (``macs_per_pair`` per pair
+    and pass), moving its ``row_floats`` in and out three times (gather, scatter, the backward's
+    gather of the gradient)."""
+    return passes(x_grad) * num_pairs * macs_per_pair + ROW_COST * 3 * num_pairs * row_floats
+
+
+def cheapest(costs: Dict[str, int]) -> str:
+    """The path of least cost, ``per_pair`` weighted by PAIR_MARGIN; ties go to the path listed first."""
+    weighted = {k: (int(c * PAIR_MARGIN) if k == "per_pair" else c) for k, c in costs.items()}
+    return min(weighted, key=weighted.get)
 
 
 # ---- per-graph structure, computed once per graph and cached by graph uid -------------------------
