@@ -82,8 +82,18 @@ struct FusedPlan {
   std::vector<Buffer> buffers;
 };
 
+/// Where plan() dumps its steps (core/util/dumps.h): the program's name and which module it
+/// plans; an empty name dumps nothing.
+struct PlanDumps {
+  std::string program;
+  bool backward = false;
+};
+
 /// `bipartite`: the module was lowered for bipartite graphs (passes::split_sides ran).
-FusedPlan plan(const ir::Module& m, bool bipartite = false);
+FusedPlan plan(const ir::Module& m, bool bipartite = false, const PlanDumps& dumps = {});
+
+/// The plan as text: its module, each kernel's values, the buffers (the .gir dumps of plan()'s steps).
+std::string plan_text(const FusedPlan& p);
 
 /// Walks from `roots` to their inputs, depth first, each value once: `visit(v)` says whether to
 /// go on into v's inputs (the planning steps stop at reductions, gathers, ...).

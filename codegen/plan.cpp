@@ -1,22 +1,61 @@
-/** \file plan: the back half of lowering, step by step; see fuse.h. */
+/** \file plan: the back half of lowering, step by step, each followed by its dump (the files
+ * are listed in core/util/dumps.h); see fuse.h. Emission and compilation follow per dtype and
+ * index variant on its first call (kernels/fused_program.cpp: codegen::emit_cpu / emit_cuda,
+ * then the host compiler or NVRTC), dumping the source they compile. */
 #include "codegen/fuse.h"
 #include "codegen/materialize.h"
 #include "core/passes/passes.h"
+#include "core/util/dumps.h"
 
 namespace seastar::codegen {
 using namespace ir;
 
-FusedPlan plan(const Module& input, bool bipartite) {
+std::string plan_text(const FusedPlan& p) {
+  std::string s = ir::print(p.module, "fused");
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    s += "kernel " + std::to_string(k) + (p.kernels[k].precompute ? " (stored vertex values):" : ":");
+    for (int v : p.kernels[k].values) s += " %" + std::to_string(v);
+    if (!p.kernels[k].epilogue.empty()) s += ", then per centre:";
+    for (int v : p.kernels[k].epilogue) s += " %" + std::to_string(v);
+    s += "\n";
+  }
+  static const char* const kRole[] = {"input", "grad_output", "intermediate", "output"};
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const Buffer& buf = p.buffers[b];
+    s += "buffer " + std::to_string(b) + ": " + kRole[static_cast<int>(buf.role)] + " %" + std::to_string(buf.value);
+    if (!buf.name.empty()) s += " \"" + buf.name + "\"";
+    s += buf.rows == Space::Edge ? ", per edge" : buf.rows == Space::Param ? ", one row"
+         : !p.bipartite ? ", per vertex" : buf.side == Group::Src ? ", per source" : ", per destination";
+    s += " x " + std::to_string(buf.numel) + (buf.is_int ? " int64" : "") + "\n";
+  }
+  return s;
+}
+
+FusedPlan plan(const Module& input, bool bipartite, const PlanDumps& to) {
+  const bool dumping = !to.program.empty() && dumps::enabled();
+  auto dump_module = [&](const char* step, const Module& m) {
+    if (dumping) dumps::write(to.program, dumps::plan_step(to.backward, step), ir::print(m, step));
+  };
+  auto dump_plan = [&](const std::string& file, const FusedPlan& p) {
+    if (dumping) dumps::write(to.program, file, plan_text(p));
+  };
   FusedPlan p;
   p.bipartite = bipartite;
-  p.module = passes::simplify(lower_softmax(input));                 // lower_softmax.cpp
+  p.module = lower_softmax(input);                                     // lower_softmax.cpp
+  dump_module("1-lower-softmax", p.module);
+  p.module = passes::simplify(p.module);                               // core/passes/simplify.cpp
+  dump_module("2-simplify", p.module);
   const std::vector<Group> sides = passes::vertex_sides(p.module, bipartite);
-  p.kernels = fuse(p.module, sides, bipartite);                       // fuse.cpp
+  p.kernels = fuse(p.module, sides, bipartite);                        // fuse.cpp
+  dump_plan(dumps::plan_step(to.backward, "3-fuse"), p);
   const std::vector<int> stored = materialize_vertex_values(p.module);  // materialize.cpp
   const std::vector<Kernel> first = precompute_kernels(stored, sides);
   p.kernels.insert(p.kernels.begin(), first.begin(), first.end());
-  place_outputs(p, sides);                                            // place_outputs.cpp
-  p.buffers = plan_buffers(p.module, stored, sides);                  // plan_buffers.cpp
+  dump_plan(dumps::plan_step(to.backward, "4-materialize"), p);
+  place_outputs(p, sides);                                             // place_outputs.cpp
+  dump_plan(dumps::plan_step(to.backward, "5-place-outputs"), p);
+  p.buffers = plan_buffers(p.module, stored, sides);                   // plan_buffers.cpp
+  dump_plan(to.backward ? dumps::kFusedBackward : dumps::kFusedForward, p);
   return p;
 }
 

@@ -17,32 +17,13 @@
 #endif
 
 namespace seastar {
-namespace {
-
-std::string plan_text(const codegen::FusedPlan& p) {
-  std::string s = ir::print(p.module, "fused");
-  for (size_t k = 0; k < p.kernels.size(); ++k) {
-    s += "kernel " + std::to_string(k) + (p.kernels[k].precompute ? " (stored vertex values):" : ":");
-    for (int v : p.kernels[k].values) s += " %" + std::to_string(v);
-    if (!p.kernels[k].epilogue.empty()) s += ", then per centre:";
-    for (int v : p.kernels[k].epilogue) s += " %" + std::to_string(v);
-    s += "\n";
-  }
-  return s;
-}
-
-}  // namespace
 
 FusedProgram::FusedProgram(LoweredProgram lowered) : lowered_(std::move(lowered)) {
   unsupported_ = codegen::unsupported_reason(lowered_.forward);
   if (unsupported_.empty() && !lowered_.wrt.empty()) unsupported_ = codegen::unsupported_reason(lowered_.backward);
   if (!unsupported_.empty()) return;
-  fwd_.plan = codegen::plan(lowered_.forward, lowered_.bipartite);
-  dumps::write(lowered_.name, dumps::kFusedForward, plan_text(fwd_.plan));
-  if (!lowered_.wrt.empty()) {
-    bwd_.plan = codegen::plan(lowered_.backward, lowered_.bipartite);
-    dumps::write(lowered_.name, dumps::kFusedBackward, plan_text(bwd_.plan));
-  }
+  fwd_.plan = codegen::plan(lowered_.forward, lowered_.bipartite, {lowered_.name, false});
+  if (!lowered_.wrt.empty()) bwd_.plan = codegen::plan(lowered_.backward, lowered_.bipartite, {lowered_.name, true});
 }
 
 bool FusedProgram::backward_reads(const std::string& name) const {

@@ -10,6 +10,11 @@
 
 namespace seastar::dumps {
 
+bool enabled() {
+  const char* dir = std::getenv("SEASTAR_DUMP_DIR");
+  return dir && *dir;
+}
+
 void write(const std::string& program, const std::string& file, const std::string& text) {
   const char* dir = std::getenv("SEASTAR_DUMP_DIR");
   if (!dir || !*dir) return;

@@ -9,11 +9,18 @@
  *     1-forward.gir         verified and simplified
  *     2-autodiff.gir        the forward program with the gradients of `wrt` as outputs
  *     3-backward.gir        the gradients alone, simplified
- *   back half, kernels/fused_program.cpp:
- *     4-fused-forward.gir   codegen::plan's kernels (partitions, stored values, epilogues)
- *     5-fused-backward.gir
- *     <direction>.<variant>.cpp   per variant (f32_i32, f64_i64, ...) as it is first compiled:
- *     <direction>.<variant>.cu    the emitted C++ (or the CUDA emulator's unit) and the CUDA
+ *   back half, codegen/plan.cpp (the forward module as 4-..., the backward as 5-...):
+ *     4-forward.1-lower-softmax.gir    softmax as its max / sum-of-exp / divide passes
+ *     4-forward.2-simplify.gir         simplified again (hoisting, reassociation, dead code)
+ *     4-forward.3-fuse.gir             the kernels fusion forms
+ *     4-forward.4-materialize.gir      with the vertex values stored before the traversals
+ *     4-forward.5-place-outputs.gir    with vertex outputs as traversal epilogues
+ *     4-fused-forward.gir              the finished plan (kernels, stored values, epilogues)
+ *     5-backward.1-lower-softmax.gir ... 5-fused-backward.gir
+ *   emit and compile, per variant (f32_i32, f64_i64, ...) on its first call
+ *   (kernels/fused_program.cpp):
+ *     <direction>.<variant>.cpp   the emitted C++ (or the CUDA emulator's unit)
+ *     <direction>.<variant>.cu    the CUDA
  */
 #pragma once
 
@@ -28,6 +35,15 @@ inline constexpr const char* kAutodiff = "2-autodiff.gir";
 inline constexpr const char* kBackward = "3-backward.gir";
 inline constexpr const char* kFusedForward = "4-fused-forward.gir";
 inline constexpr const char* kFusedBackward = "5-fused-backward.gir";
+
+/// "4-forward.2-simplify.gir": the back half's `step` ("2-simplify", ...) on the forward module
+/// (`backward` false) or the backward one.
+inline std::string plan_step(bool backward, const char* step) {
+  return std::string(backward ? "5-backward." : "4-forward.") + step + ".gir";
+}
+
+/// Whether SEASTAR_DUMP_DIR is set: steps skip printing what nothing would write.
+bool enabled();
 
 /// "forward.f32_i32.cpp": the generated source of one direction and variant; `extension`
 /// ".cpp" (C++, or the CUDA emulator's unit) or ".cu".
