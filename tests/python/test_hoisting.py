@@ -191,3 +191,27 @@ def test_an_aggregation_shared_by_an_epilogue_and_a_later_kernel_is_stored(graph
     g = graph_factory(graph_name)
     n = g.num_nodes
     _compare(min_against, ref_min_against, g, {"a": _rand(n, 4, seed=5), "s": _rand(n, 1, seed=6)})
+
+
+def test_the_back_halfs_steps_are_dumped_in_order(tmp_path, monkeypatch, graph_factory):
+    # codegen/plan.cpp writes its module or plan after each step: the source's norm * h is a
+    # traversal read after fuse and a stored vertex value from materialize on
+    monkeypatch.setenv("SEASTAR_DUMP_DIR", str(tmp_path))
+
+    @ss.vertex_program(name="plan_steps_probe")
+    def probe(v):
+        return ss.sum(e.src.d * e.src.h for e in v.in_edges())
+
+    n = graph_factory("mixed").num_nodes
+    h = _rand(n, 16, seed=2).requires_grad_()
+    probe(graph_factory("mixed"), backend="fused", d=_rand(n, 1, seed=1), h=h).sum().backward()
+    steps = ["1-lower-softmax", "2-simplify", "3-fuse", "4-materialize", "5-place-outputs"]
+    for module, final in (("4-forward", "4-fused-forward"), ("5-backward", "5-fused-backward")):
+        for step in steps:
+            assert (tmp_path / f"plan_steps_probe.{module}.{step}.gir").is_file(), (module, step)
+        assert (tmp_path / f"plan_steps_probe.{final}.gir").is_file()
+    read = lambda step: (tmp_path / f"plan_steps_probe.4-forward.{step}.gir").read_text()  # noqa: E731
+    assert "stored vertex values" not in read("3-fuse")
+    assert "kernel 0 (stored vertex values):" in read("4-materialize")
+    assert "buffer " not in read("5-place-outputs")
+    assert "buffer 0: input" in (tmp_path / "plan_steps_probe.4-fused-forward.gir").read_text()
