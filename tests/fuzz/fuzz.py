@@ -3,8 +3,8 @@
     python tests/fuzz/fuzz.py --count 200 --seed 1000 --jobs 2 [--backends fused,reference]
 
 Program ``seed`` is ``programs.random_program(seed)`` on a small graph with every hazard (an
-isolated vertex, a vertex without in-edges, a self-loop, a repeated edge, a hub), inputs drawn
-from the same seed. Each backend's outputs and gradients (for a random output gradient) must
+isolated vertex, a vertex without in-edges, a self-loop, a repeated edge, a hub; edge types
+when the program reads them), inputs drawn from the same seed. Each backend's outputs and gradients (for a random output gradient) must
 match programs.evaluate's to 1e-9. Programs run in worker processes, a batch each; a batch that
 dies (a crash, a signal) is re-run one program per process, so the crash is pinned to a seed.
 Each failure prints its seed and the program's source; the exit status is 1 if any failed.
@@ -53,7 +53,14 @@ def check(seed: int, backends: Sequence[str]) -> Dict:
 
     program = programs.random_program(seed)
     edge_index, n = graph_edges(seed)
-    graph = ss.Graph.from_edge_index(edge_index, num_nodes=n)
+    edge_type = None
+    if programs.is_typed(program):  # W[e.type]: a typed graph, types drawn from the seed
+        edge_type = torch.randint(0, programs.NUM_EDGE_TYPES, (edge_index.shape[1],),
+                                  generator=torch.Generator().manual_seed(seed + 2))
+        graph = ss.Graph.from_edge_index(edge_index, num_nodes=n, edge_type=edge_type,
+                                         num_edge_types=programs.NUM_EDGE_TYPES)
+    else:
+        graph = ss.Graph.from_edge_index(edge_index, num_nodes=n)
     inputs = programs.make_inputs(program, n, edge_index.shape[1], seed)
     result = {"seed": seed, "status": "ok", "detail": "", "source": programs.source(program)}
 
@@ -61,7 +68,7 @@ def check(seed: int, backends: Sequence[str]) -> Dict:
         return {k: t.clone().requires_grad_(True) for k, t in inputs.items()}
 
     ref_in = leaves()
-    expected = programs.evaluate(program, edge_index, n, ref_in)
+    expected = programs.evaluate(program, edge_index, n, ref_in, edge_type)
     gen = torch.Generator().manual_seed(seed + 1)
     grad_out = [torch.randn(o.shape, generator=gen, dtype=torch.float64) for o in expected]
     expected_grads = _grads(expected, ref_in, grad_out)

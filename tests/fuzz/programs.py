@@ -8,12 +8,17 @@ reference executor, so the two share no code. The tie rules are the documented o
 maximum/minimum give half to each operand of a tie (torch.maximum), an aggregation max/min
 gives it to the tied edge with the smallest id (built here with torch.gather).
 
-Node forms (space V: the centre vertex, E: an in-edge; shapes S = [H, F], P = [H, 1]):
-  ("vin", name)  v.<name>        ("src", name)  e.src.<name>      ("edge", name)  e.<name>
-  ("un", op, x, *params)         ("bin", op, x, y)               ("const", c)
+Node forms (space V: the centre vertex, E: an edge of the enclosing aggregation's list; shapes
+S = [H, F], P = [H, 1]):
+  ("vin", name)  v.<name>        ("src", name)  the neighbour's <name> (e.src, or e.dst on out-edges)
+  ("edge", name)  e.<name>       ("un", op, x, *params)         ("bin", op, x, y)   ("const", c)
   ("red", op, x)   x.<op>(-1, keepdim=True)
-  ("agg", op, x)   ss.<op>(x for e in v.in_edges())
+  ("agg", op, x)   ss.<op>(x for e in v.in_edges());  ("agg", op, x, "out"): over v.out_edges()
   ("smax", s, m)   sum of softmax(s) * m over the in-edges
+  ("tmv", x)       x @ W[e.type]  (W [R, F, F], a typed parameter; x an S value of the edge)
+  ("mv", x)        x @ W0         (W0 [F, F], a parameter; x an S value of the centre)
+The tree is drawn first (one random stream), then a second stream from the same seed turns some
+aggregations into out-edge ones and wraps some S leaves in the parameter products.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ UNARY = ["neg", "relu", "leaky_relu", "elu", "sigmoid", "tanh", "abs", "square",
          "exp_clamped", "clamp", "scale"]
 BINARY = ["add", "sub", "mul", "safe_div", "maximum", "minimum"]
 REDUCE = ["sum", "mean", "max"]
+NUM_EDGE_TYPES = 3
 AGGREGATE = ["sum", "mean", "max", "min"]
 
 
@@ -72,12 +78,30 @@ class _Gen:
         return self.pick([("src", self.pick(vnames)), ("src", self.pick(vnames)), ("edge", self.pick(enames))])
 
 
+def _vary(node, rng: random.Random):
+    """The second pass: some aggregations over out-edges, some S leaves through a parameter."""
+    kind = node[0]
+    if kind == "src" and VERTEX_INPUTS[node[1]] == "S" or kind == "edge" and EDGE_INPUTS[node[1]] == "S":
+        return ("tmv", node) if rng.random() < 0.12 else node
+    if kind == "vin" and VERTEX_INPUTS[node[1]] == "S":
+        return ("mv", node) if rng.random() < 0.08 else node
+    if kind in ("src", "edge", "vin", "const"):
+        return node
+    out = tuple(_vary(c, rng) if isinstance(c, tuple) else c for c in node)
+    if kind == "agg" and rng.random() < 0.2:
+        out = out + ("out",)
+    return out
+
+
 def random_program(seed: int) -> Dict:
     """A program (1 to 3 outputs) and the sizes it runs at, all from `seed`."""
     rng = random.Random(seed)
     g = _Gen(rng)
     outs = [g.tree("V", rng.choice("SP"), rng.randint(2, 5), root=True) for _ in range(rng.randint(1, 3))]
-    return {"seed": seed, "outputs": outs, "H": rng.choice([1, 2]), "F": rng.choice([1, 3, 4])}
+    program = {"seed": seed, "outputs": outs, "H": rng.choice([1, 2]), "F": rng.choice([1, 3, 4])}
+    vary = random.Random(seed * 7919 + 17)
+    program["outputs"] = [_vary(o, vary) for o in outs]
+    return program
 
 
 # -- rendering as a seastar program --------------------------------------------------------------
@@ -92,26 +116,33 @@ _BIN_SRC = {"add": "({x} + {y})", "sub": "({x} - {y})", "mul": "({x} * {y})", "s
             "maximum": "ss.maximum({x}, {y})", "minimum": "ss.minimum({x}, {y})"}
 
 
-def _src(node, e: str, depth: int) -> str:
+def _src(node, e: str, depth: int, nbr: str = "src") -> str:
+    """`e` names the enclosing edge variable, `nbr` its neighbour endpoint (src on in-edges)."""
     kind = node[0]
     if kind == "vin":
         return f"v.{node[1]}"
     if kind == "src":
-        return f"{e}.src.{node[1]}"
+        return f"{e}.{nbr}.{node[1]}"
+    if kind == "tmv":
+        return f"({_src(node[1], e, depth, nbr)} @ W[{e}.type])"
+    if kind == "mv":
+        return f"({_src(node[1], e, depth, nbr)} @ W0)"
     if kind == "edge":
         return f"{e}.{node[1]}"
     if kind == "const":
         return repr(float(node[1]))
     if kind == "un":
         params = {f"p{i}": repr(float(p)) for i, p in enumerate(node[3:])}
-        return _UN_SRC[node[1]].format(x=_src(node[2], e, depth), **params)
+        return _UN_SRC[node[1]].format(x=_src(node[2], e, depth, nbr), **params)
     if kind == "bin":
-        return _BIN_SRC[node[1]].format(x=_src(node[2], e, depth), y=_src(node[3], e, depth))
+        return _BIN_SRC[node[1]].format(x=_src(node[2], e, depth, nbr), y=_src(node[3], e, depth, nbr))
     if kind == "red":
-        return f"{_src(node[2], e, depth)}.{node[1]}(-1, keepdim=True)"
+        return f"{_src(node[2], e, depth, nbr)}.{node[1]}(-1, keepdim=True)"
     inner = f"e{depth + 1}"
     if kind == "agg":
-        return f"ss.{node[1]}({_src(node[2], inner, depth + 1)} for {inner} in v.in_edges())"
+        out = node[3:] == ("out",)
+        edges = "v.out_edges()" if out else "v.in_edges()"
+        return f"ss.{node[1]}({_src(node[2], inner, depth + 1, 'dst' if out else 'src')} for {inner} in {edges})"
     if kind == "smax":
         scores = f"ss.softmax([{_src(node[1], inner, depth + 1)} for {inner} in v.in_edges()])"
         return f"ss.sum(alpha * {_src(node[2], inner, depth + 1)} for alpha, {inner} in zip({scores}, v.in_edges()))"
@@ -119,9 +150,15 @@ def _src(node, e: str, depth: int) -> str:
 
 
 def source(program: Dict) -> str:
-    """The vertex program as Python text (def prog(v): return ...)."""
+    """The vertex program as Python text (def prog(v[, W][, W0]): return ...)."""
     outs = ", ".join(_src(o, "e0", 0) for o in program["outputs"])
-    return f"def prog(v):\n    return {outs}\n"
+    params = "".join(f", {p}" for p in ("W", "W0") if p in input_names(program))
+    return f"def prog(v{params}):\n    return {outs}\n"
+
+
+def is_typed(program: Dict) -> bool:
+    """Whether the program reads edge types (its graph must have them)."""
+    return "W" in input_names(program)
 
 
 def build(program: Dict):
@@ -139,6 +176,8 @@ def input_names(program: Dict) -> List[str]:
     def walk(node):
         if node[0] in ("vin", "src", "edge"):
             names.add(node[1])
+        if node[0] in ("tmv", "mv"):
+            names.add("W" if node[0] == "tmv" else "W0")
         for child in node[1:]:
             if isinstance(child, tuple):
                 walk(child)
@@ -154,6 +193,10 @@ def make_inputs(program: Dict, num_nodes: int, num_edges: int, seed: int) -> Dic
     shapes = {"S": (H, F), "P": (H, 1)}
     out = {}
     for name in input_names(program):
+        if name in ("W", "W0"):  # parameters, scaled to keep products of order one
+            shape = (NUM_EDGE_TYPES, F, F) if name == "W" else (F, F)
+            out[name] = torch.randn(shape, generator=gen, dtype=torch.float64) / F ** 0.5
+            continue
         rows = num_nodes if name in VERTEX_INPUTS else num_edges
         shape = shapes[{**VERTEX_INPUTS, **EDGE_INPUTS}[name]]
         out[name] = torch.randn((rows,) + shape, generator=gen, dtype=torch.float64)
@@ -175,9 +218,19 @@ _BIN_TORCH = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "safe_div": 
 
 
 class _Edges:
-    def __init__(self, edge_index: torch.Tensor, num_nodes: int):
+    """An edge list seen from its centres (`dst` the centre of each edge, `src` the neighbour),
+    with the edge types; `lists` maps "in" to the graph's in-edges and "out" to its out-edges
+    (the same edges reversed, the same ids)."""
+
+    def __init__(self, edge_index: torch.Tensor, num_nodes: int, edge_type=None, reverse_of=None):
         self.src, self.dst = edge_index[0].long(), edge_index[1].long()
         self.N, self.E = num_nodes, edge_index.shape[1]
+        self.type = edge_type
+        if reverse_of is None:
+            self.lists = {"in": self}
+            self.lists["out"] = _Edges(edge_index.flip(0), num_nodes, edge_type, reverse_of=self)
+        else:
+            self.lists = reverse_of.lists
 
 
 def _per_vertex(x: torch.Tensor, g: _Edges, reduce: str) -> torch.Tensor:
@@ -209,6 +262,12 @@ def _eval(node, g: _Edges, x: Dict[str, torch.Tensor]) -> Tuple[str, torch.Tenso
         return "E", x[node[1]]
     if kind == "const":
         return "C", node[1]
+    if kind == "tmv":  # each edge's row through its type's matrix
+        sp, a = _eval(node[1], g, x)
+        return sp, torch.einsum("ehf,efg->ehg", a, x["W"][g.type])
+    if kind == "mv":
+        sp, a = _eval(node[1], g, x)
+        return sp, a @ x["W0"]
     if kind == "un":
         sp, a = _eval(node[2], g, x)
         return sp, _UN_TORCH[node[1]](a, node[3:])
@@ -226,6 +285,7 @@ def _eval(node, g: _Edges, x: Dict[str, torch.Tensor]) -> Tuple[str, torch.Tenso
             return sp, a.amax(-1, keepdim=True)
         return sp, getattr(a, node[1])(-1, keepdim=True)
     if kind == "agg":
+        g = g.lists["out" if node[3:] == ("out",) else "in"]
         _, a = _eval(node[2], g, x)
         if node[1] in ("max", "min"):
             return "V", _extreme(a, g, "amax" if node[1] == "max" else "amin")
@@ -235,6 +295,7 @@ def _eval(node, g: _Edges, x: Dict[str, torch.Tensor]) -> Tuple[str, torch.Tenso
             total = total / deg.view((-1,) + (1,) * (a.dim() - 1))
         return "V", total
     if kind == "smax":
+        g = g.lists["in"]
         (_, s), (_, m) = _eval(node[1], g, x), _eval(node[2], g, x)
         top = _per_vertex(s.detach(), g, "amax")
         ex = torch.exp(s - top[g.dst])
@@ -244,9 +305,10 @@ def _eval(node, g: _Edges, x: Dict[str, torch.Tensor]) -> Tuple[str, torch.Tenso
     raise ValueError(f"unknown node {node!r}")
 
 
-def evaluate(program: Dict, edge_index: torch.Tensor, num_nodes: int, inputs: Dict[str, torch.Tensor]):
+def evaluate(program: Dict, edge_index: torch.Tensor, num_nodes: int, inputs: Dict[str, torch.Tensor],
+             edge_type=None):
     """The program's outputs ([N, ...] each) computed with plain torch."""
-    g = _Edges(edge_index, num_nodes)
+    g = _Edges(edge_index, num_nodes, edge_type)
     outs = []
     for o in program["outputs"]:
         sp, val = _eval(o, g, inputs)
