@@ -57,7 +57,7 @@ class CpuEmitter : public EmitterBase {
     for (size_t k = 0; k < p_.kernels.size(); ++k) out << kernel(static_cast<int>(k), p_.kernels[k]);
     // sizes = {num_dst, E, num_src}: each kernel gets the count of the vertex set it iterates
     // (the two are equal on a square graph, whose source says N throughout)
-    out << "extern \"C\" void seastar_entry(const int64_t* sizes, void* const* G, void* const* B) {\n"
+    out << launch::entry_definition()
         << "  const int64_t N = sizes[" << launch::kNumDst << "], E = sizes[" << launch::kNumEdges
         << "];\n  (void)N; (void)E;\n";
     if (p_.bipartite) out << "  const int64_t NS = sizes[" << launch::kNumSrc << "];\n  (void)NS;\n";

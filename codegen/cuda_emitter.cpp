@@ -42,8 +42,7 @@ class CudaEmitter : public EmitterBase {
         << "// CUDA, compiled by NVRTC; launched as described by the host (codegen/cuda_emitter.h).\n"
         << "#include \"seastar_device.cuh\"\n\n"
         << "typedef " << o_.float_type << " T;\ntypedef " << o_.index_type << " I;\n\n"
-        << "struct Args {\n  int64_t N, E, NS;\n  void* G[" << launch::kNumGraphArrays << "];\n  void* B[" << std::max(prog.num_buffers, 1) << "];\n"
-        << "  unsigned long long* counters;\n  void* scratch;\n};\n\n"
+        << launch::cuda_args_struct(prog.num_buffers) << "\n"
         << kernels.str();
     prog.source = out.str();
     return prog;

@@ -1,4 +1,5 @@
-/** \file The feature-adaptive thread mapping of the CUDA kernels; see launch_layout.h. */
+/** \file The entry point and argument layouts, and the feature-adaptive thread mapping of the
+ * CUDA kernels; see launch_layout.h. */
 #include "codegen/launch_layout.h"
 
 #include <algorithm>
@@ -45,6 +46,30 @@ int64_t grid_size(const ThreadMapping& m, int64_t items, int64_t max_blocks) {
   int64_t blocks = (std::max<int64_t>(items, 0) + per_block - 1) / per_block;
   if (max_blocks > 0) blocks = std::min(blocks, max_blocks);
   return std::clamp<int64_t>(blocks, 1, 0x7fffffff);
+}
+
+std::string entry_definition() {
+  return std::string("extern \"C\" void ") + kEntrySymbol + "(const int64_t* sizes, void* const* G, void* const* B) {\n";
+}
+
+std::string cuda_args_struct(int num_buffers) {
+  return "struct Args {\n  int64_t N, E, NS;\n  void* G[" + std::to_string(kNumGraphArrays) + "];\n  void* B[" +
+         std::to_string(std::max(num_buffers, 1)) + "];\n  unsigned long long* counters;\n  void* scratch;\n};\n";
+}
+
+std::vector<uint64_t> cuda_args_words(int64_t N, int64_t E, int64_t NS, void* const* graph, void* const* buffers,
+                                      int num_buffers, void* counters, void* scratch) {
+  std::vector<uint64_t> w;
+  w.reserve(3 + kNumGraphArrays + std::max(num_buffers, 1) + 2);
+  w.push_back(static_cast<uint64_t>(N));
+  w.push_back(static_cast<uint64_t>(E));
+  w.push_back(static_cast<uint64_t>(NS));
+  for (int i = 0; i < kNumGraphArrays; ++i) w.push_back(reinterpret_cast<uint64_t>(graph[i]));
+  for (int b = 0; b < num_buffers; ++b) w.push_back(reinterpret_cast<uint64_t>(buffers[b]));
+  if (num_buffers == 0) w.push_back(0);  // B[1]: C++ has no zero-length arrays
+  w.push_back(reinterpret_cast<uint64_t>(counters));
+  w.push_back(reinterpret_cast<uint64_t>(scratch));
+  return w;
 }
 
 }  // namespace seastar::launch

@@ -4,7 +4,7 @@
  * receives, the options of an emission, and the CUDA kernels' feature-adaptive thread mapping
  * (the emitter bakes the group size into the source; the runtime sizes the grid).
  *
- * Entry points (cpu_emitter.h, cuda_emitter.h) receive
+ * Entry points (cpu_emitter.h, cuda_emitter.h: kEntrySymbol; the CUDA kernels: struct Args) receive
  *   sizes = {num_dst, num_edges, num_src}              (Size)
  *   graph = the GraphArray slots below, index type I   (kNumGraphArrays pointers)
  *   buffers in FusedPlan::buffers order.
@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace seastar::launch {
 
@@ -42,6 +43,22 @@ constexpr int edge_index_base(bool out_edges) { return out_edges ? kOutPtr : kIn
 
 /// The `sizes` array.
 enum Size : int { kNumDst, kNumEdges, kNumSrc, kNumSizes };
+
+/// The host entry point of every C++ unit (cpu_emitter.cpp, and the CUDA emulator's), which the
+/// loader resolves (kernels/compiler.cpp), and the hook by which it hands the unit its workers.
+inline constexpr const char* kEntrySymbol = "seastar_entry";
+inline constexpr const char* kBindRuntimeSymbol = "seastar_bind_runtime";
+/// The entry point's definition up to its body: `extern "C" void seastar_entry(const int64_t*
+/// sizes, void* const* G, void* const* B) {` and a newline.
+std::string entry_definition();
+
+/// The CUDA kernels' one argument, passed by value: the sizes (N = num_dst, E, NS = num_src),
+/// the graph arrays, the buffers (at least one slot), the launch's work counters and scratch.
+/// cuda_emitter.cpp declares it in the source, cuda_runtime.cpp packs it, the CUDA emulator
+/// fills it by field name. Every field is 8 bytes: no padding, the struct is its words in order.
+std::string cuda_args_struct(int num_buffers);
+std::vector<uint64_t> cuda_args_words(int64_t N, int64_t E, int64_t NS, void* const* graph, void* const* buffers,
+                                      int num_buffers, void* counters, void* scratch);
 
 struct EmitOptions {
   std::string float_type = "float";     ///< "float" or "double"

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 
+#include "codegen/launch_layout.h"
 #include "core/util/file_names.h"
 #include "core/util/errors.h"
 #include "core/util/log.h"
@@ -56,17 +57,17 @@ bool load(const std::string& so, const std::string& key, bool must_be_fresh, Com
     return false;
   }
   const char* built_for = static_cast<const char*>(dlsym(handle, "seastar_kernel_key"));
-  EntryFn entry = reinterpret_cast<EntryFn>(dlsym(handle, "seastar_entry"));
+  EntryFn entry = reinterpret_cast<EntryFn>(dlsym(handle, launch::kEntrySymbol));
   if (!built_for || key != built_for || !entry) {
     *why = !built_for ? "its code exports no seastar_kernel_key"
                       : key != built_for ? "its code was built for key " + std::string(built_for)
-                                         : "its code has no seastar_entry";
+                                         : std::string("its code has no ") + launch::kEntrySymbol;
     dlclose(handle);
     return false;
   }
   // the kernels' threads: a kernel without the hook (the CUDA emulation) needs none
   using BindFn = void (*)(const void*);
-  if (auto bind = reinterpret_cast<BindFn>(dlsym(handle, "seastar_bind_runtime"))) bind(kernel_runtime());
+  if (auto bind = reinterpret_cast<BindFn>(dlsym(handle, launch::kBindRuntimeSymbol))) bind(kernel_runtime());
   k->entry = entry;
   k->path = so;
   return true;

@@ -43,7 +43,7 @@ std::string emulated_cuda_source(const codegen::CudaProgram& program) {
       << body_of(embedded("seastar_types.cuh")) << body_of(embedded("seastar_math.cuh"))
       << body_of(embedded("seastar_group.cuh"));
   out << body_of(program.source.c_str());
-  out << "extern \"C\" void seastar_entry(const int64_t* sizes, void* const* G, void* const* B) {\n"
+  out << launch::entry_definition()
       << "  Args a;\n  std::memset(&a, 0, sizeof a);\n"
       << "  a.N = sizes[" << launch::kNumDst << "];\n  a.E = sizes[" << launch::kNumEdges << "];\n  a.NS = sizes["
       << launch::kNumSrc << "];\n"

@@ -125,18 +125,9 @@ void launch_cuda(const codegen::CudaProgram& program, const std::string& name, i
                            torch::dtype(program.float_bytes == 8 ? torch::kDouble : torch::kFloat).device(dev));
   CUstream stream = reinterpret_cast<CUstream>(stream_obj.stream());
 
-  // struct Args { int64_t N, E, NS; void* G[kNumGraphArrays]; void* B[num_buffers]; unsigned long long* counters;
-  //               void* scratch; }: every field 8 bytes, so no padding
-  std::vector<uint64_t> args;
-  args.reserve(16 + program.num_buffers);
-  args.push_back(static_cast<uint64_t>(N));
-  args.push_back(static_cast<uint64_t>(E));
-  args.push_back(static_cast<uint64_t>(NS));
-  for (int i = 0; i < launch::kNumGraphArrays; ++i) args.push_back(reinterpret_cast<uint64_t>(graph[i]));
-  for (int b = 0; b < program.num_buffers; ++b) args.push_back(reinterpret_cast<uint64_t>(buffers[b]));
-  if (program.num_buffers == 0) args.push_back(0);
-  args.push_back(reinterpret_cast<uint64_t>(counters.data_ptr()));
-  args.push_back(scratch.defined() ? reinterpret_cast<uint64_t>(scratch.data_ptr()) : 0);
+  // the kernels' one argument, struct Args (launch_layout.h), as its words
+  std::vector<uint64_t> args = launch::cuda_args_words(N, E, NS, graph, buffers, program.num_buffers, counters.data_ptr(),
+                                                       scratch.defined() ? scratch.data_ptr() : nullptr);
   void* params[] = {args.data()};
 
   for (size_t k = 0; k < program.launches.size(); ++k) {

@@ -1,7 +1,9 @@
-// The feature-adaptive thread mapping of the CUDA kernels (codegen/launch_layout.h): pure
-// arithmetic, checked without a GPU for every width and head count the models use and beyond.
+// The feature-adaptive thread mapping of the CUDA kernels and their argument layout
+// (codegen/launch_layout.h): pure arithmetic, checked without a GPU for every width and head
+// count the models use and beyond.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "codegen/launch_layout.h"
@@ -10,6 +12,7 @@ using seastar::launch::choose_mapping;
 using seastar::launch::grid_size;
 using seastar::launch::kMaxBlockThreads;
 using seastar::launch::ThreadMapping;
+namespace launch = seastar::launch;
 
 namespace {
 
@@ -78,4 +81,29 @@ TEST(CudaLaunchConfig, ShapesFollowTheWidth) {
   EXPECT_EQ(choose_mapping(int64_t(1) << 20).block_threads, kMaxBlockThreads);
   // heads wider than the features per head: one lane per head while it fits in a warp
   EXPECT_EQ(choose_mapping(8, 8).elems_per_thread, 1);
+}
+
+TEST(CudaArgs, TheWordsFollowTheStructsFields) {
+  // the runtime packs what the source declares: one 8-byte word per field, in field order
+  int g[launch::kNumGraphArrays], b[3], counters, scratch;
+  void* graph[launch::kNumGraphArrays];
+  void* buffers[3] = {&b[0], &b[1], &b[2]};
+  for (int i = 0; i < launch::kNumGraphArrays; ++i) graph[i] = &g[i];
+  const std::vector<uint64_t> w = launch::cuda_args_words(7, 11, 5, graph, buffers, 3, &counters, &scratch);
+  ASSERT_EQ(w.size(), 3u + launch::kNumGraphArrays + 3 + 2);
+  EXPECT_EQ(w[0], 7u);
+  EXPECT_EQ(w[1], 11u);
+  EXPECT_EQ(w[2], 5u);
+  EXPECT_EQ(w[3 + launch::kEdgeType], reinterpret_cast<uint64_t>(&g[launch::kEdgeType]));
+  EXPECT_EQ(w[3 + launch::kNumGraphArrays + 2], reinterpret_cast<uint64_t>(&b[2]));
+  EXPECT_EQ(w[w.size() - 2], reinterpret_cast<uint64_t>(&counters));
+  EXPECT_EQ(w.back(), reinterpret_cast<uint64_t>(&scratch));
+  const std::string decl = launch::cuda_args_struct(3);
+  EXPECT_NE(decl.find("int64_t N, E, NS;"), std::string::npos);
+  EXPECT_NE(decl.find("void* G[" + std::to_string(launch::kNumGraphArrays) + "];"), std::string::npos);
+  EXPECT_NE(decl.find("void* B[3];"), std::string::npos);
+  // no buffers: B still has its one slot, and the word for it is there
+  EXPECT_NE(launch::cuda_args_struct(0).find("void* B[1];"), std::string::npos);
+  EXPECT_EQ(launch::cuda_args_words(1, 0, 1, graph, nullptr, 0, nullptr, nullptr).size(),
+            3u + launch::kNumGraphArrays + 1 + 2);
 }
