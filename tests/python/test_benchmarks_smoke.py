@@ -51,3 +51,17 @@ def test_quick_benchmark_writes_results_with_ratios(tmp_path):
     assert "fused vs unfused" in md and "x |" in md
     if importlib.util.find_spec("matplotlib") is not None:
         assert (out / "scaling_F16.png").stat().st_size > 0
+
+
+def test_typed_paths_benchmark_times_every_path_and_the_choice(tmp_path):
+    out = tmp_path / "typed_paths.json"
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_typed_paths.py"), "--nodes", "50",
+           "--edges", "400", "--widths", "4", "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, f"bench_typed_paths.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["x_grad"] for row in rows] == [True, False]
+    for row in rows:
+        assert set(row["rgcn_ms"]) == {"per_edge", "per_pair", "per_run"} and set(row["hgt_ms"]) == {"per_edge", "per_pair"}
+        assert row["rgcn_auto"] in row["rgcn_ms"] and row["hgt_auto"] in row["hgt_ms"]
+        assert row["rgcn_regret"] >= 1.0 and row["hgt_regret"] >= 1.0

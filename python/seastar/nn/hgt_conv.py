@@ -165,9 +165,11 @@ class HGTConv(nn.Module):
         cost model (``seastar.nn.typed_graph``); ``x_grad``: whether K and V need gradients."""
         pairs = relation_pairs(self._graph_cache, graph, self.num_edge_types, "HGTConv")
         H, d = self.heads, self.out_channels // self.heads
-        # per edge: k and v through the block-diagonal [H*d, H*d] matrices; per pair: through the
-        # H [d, d] blocks, k and v rows (2*H*d floats) in and out
-        return {"per_edge": per_edge_cost(graph.num_edges, 2 * (H * d) ** 2, x_grad),
+        # per edge: k and v through the block-diagonal [H*d, H*d] matrices, 2 (H*d)^2 multiply-adds
+        # a pass; the step measures about three times that of R-GCN's per-edge product
+        # (benchmarks/bench_typed_paths.py: the attention's extra passes over the edges), so its
+        # edges count 6 (H*d)^2. Per pair: through the H [d, d] blocks, k and v rows in and out.
+        return {"per_edge": per_edge_cost(graph.num_edges, 6 * (H * d) ** 2, x_grad),
                 "per_pair": per_pair_cost(pairs.num_pairs, 2 * H * d * d, 4 * H * d, x_grad)}
 
     def choose_mode(self, graph: Graph, x_grad: bool = True) -> str:

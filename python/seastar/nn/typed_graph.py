@@ -20,14 +20,14 @@ from ._utils import GraphCache, graph_uid, per_graph
 # ---- the cost model --------------------------------------------------------------------------------
 #
 # One model for every relational layer: a path's cost per training step, in multiply-adds of a
-# dense GEMM (torch.mm), from the work the layer counts for it. Weights measured with a grid of
-# R-GCN and HGT runs on random typed graphs (2k-200k vertices, 200k edges, F=16 and 64, one
-# thread; the layers' own paths timed against each other): a multiply-add of the generated
+# dense GEMM (torch.mm), from the work the layer counts for it. A multiply-add of the generated
 # per-edge matrix-vector product or outer product (W_r streamed from L2, the row gathered) costs
 # MATVEC_COST GEMM multiply-adds, and a float of a run or pair row moved by index_add_ /
-# index_select / the chunked aggregation ROW_COST. The pair path alone holds O(P*F) floats from
-# forward to backward, so it must win by PAIR_MARGIN.
-MATVEC_COST = 3
+# index_select / the chunked aggregation ROW_COST; measured with benchmarks/bench_typed_paths.py
+# (R-GCN and HGT paths timed against each other on random typed graphs, 2k-200k vertices, 200k
+# edges, F=16 and 64, one thread) and bench_rgcn.py. The pair path alone holds O(P*F) floats
+# from forward to backward, so it must win by PAIR_MARGIN.
+MATVEC_COST = 1.25
 ROW_COST = 20
 PAIR_MARGIN = 1.1
 
