@@ -7,8 +7,9 @@
 # Defines SEASTAR_PYTHON_PACKAGE_OUT: where the build writes the extension and _version.py.
 # A development build writes them into the checkout's python/seastar (the package is used from
 # there through PYTHONPATH); a wheel build (scikit-build-core sets SKBUILD) keeps them in the
-# build tree, so building a wheel never touches the checkout's files.
-if(SKBUILD)
+# build tree, so building a wheel never touches the checkout's files. So does a sanitizer build
+# (scripts/sanitize.sh runs Python tests against its extension from there).
+if(SKBUILD OR SEASTAR_SANITIZE)
   set(SEASTAR_PYTHON_PACKAGE_OUT ${PROJECT_BINARY_DIR}/python/seastar)
 else()
   set(SEASTAR_PYTHON_PACKAGE_OUT ${PROJECT_SOURCE_DIR}/python/seastar)

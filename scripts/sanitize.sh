@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The C++ tests under sanitizers: configures build-sanitize/ with SEASTAR_SANITIZE
-# (default address,undefined), builds only the test executables (the Python extension of the
-# normal build is left alone) and runs them with ctest. The kernels the tests compile at run
-# time get the same -fsanitize flags through SEASTAR_CXXFLAGS. Extra arguments go to ctest
-# (e.g. -R KernelCache). Leak checking is off by default: LibTorch's static allocations at exit
-# would drown Seastar's; set ASAN_OPTIONS to choose.
+# The tests under sanitizers: configures build-sanitize/ with SEASTAR_SANITIZE (default
+# address,undefined), builds the test executables and the Python extension (into the build
+# tree: the checkout's extension is left alone), runs ctest, then a subset of pytest
+# (SANITIZE_PYTESTS; SANITIZE_PYTESTS= skips it) against that extension, with the sanitizer
+# runtime and libstdc++ preloaded into the uninstrumented interpreter. The kernels the tests
+# compile at run time get the same -fsanitize flags through SEASTAR_CXXFLAGS. Extra arguments
+# go to ctest (e.g. -R KernelCache). Leak checking is off by default: LibTorch's static
+# allocations at exit would drown Seastar's; set ASAN_OPTIONS to choose.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 SAN=${SEASTAR_SANITIZE:-address,undefined}
@@ -18,9 +20,33 @@ if [[ ! -f $SBUILD/CMakeCache.txt ]] || ! grep -q "SEASTAR_SANITIZE:STRING=$SAN\
     -DPython3_EXECUTABLE="$SEASTAR_PY" -DSEASTAR_SANITIZE="$SAN" -DSEASTAR_BUILD_EXAMPLES=OFF \
     ${SEASTAR_CMAKE_ARGS:-} > "$SBUILD/configure.log" 2>&1 || { cat "$SBUILD/configure.log" >&2; rm -rf "$SBUILD"; exit 1; }
 fi
-cmake --build "$SBUILD" -j "${SEASTAR_BUILD_JOBS:-$(nproc)}" --target test_core test_runtime
+PYTESTS=${SANITIZE_PYTESTS-tests/python/test_graph_tensors.py tests/python/test_ties.py tests/python/test_sampler.py tests/python/test_kernel_cache.py tests/python/test_trace_errors.py tests/python/test_orchestrator.py}
+targets=(test_core test_runtime); [[ -n $PYTESTS ]] && targets+=(_C)
+cmake --build "$SBUILD" -j "${SEASTAR_BUILD_JOBS:-$(nproc)}" --target "${targets[@]}"
 export SEASTAR_CXXFLAGS="${SEASTAR_CXXFLAGS:-} -fsanitize=$SAN -fno-sanitize-recover=all -fno-omit-frame-pointer"
 export SEASTAR_CACHE_DIR=${SEASTAR_CACHE_DIR:-$SBUILD/kernel-cache}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-cd "$SBUILD" && ctest --output-on-failure "$@"
+(cd "$SBUILD" && ctest --output-on-failure "$@")
+[[ -z $PYTESTS ]] && exit 0
+
+# the package as the checkout has it, with this build's extension and version file
+PKG=$SBUILD/python-package
+rm -rf "$PKG" && mkdir -p "$PKG"
+cp -r "$ROOT/python/seastar" "$PKG/seastar"
+rm -f "$PKG"/seastar/_C*.so
+cp "$SBUILD"/python/seastar/_C*.so "$SBUILD/python/seastar/_version.py" "$PKG/seastar/"
+preload=()
+for lib in $(echo "$SAN" | tr ',' ' '); do
+  case $lib in address) preload+=("$(${CXX:-g++} -print-file-name=libasan.so)") ;;
+               undefined) preload+=("$(${CXX:-g++} -print-file-name=libubsan.so)") ;;
+               thread) preload+=("$(${CXX:-g++} -print-file-name=libtsan.so)") ;; esac
+done
+preload+=("$(${CXX:-g++} -print-file-name=libstdc++.so)")
+# torch's own libraries are not instrumented: their allocations are Python's and LibTorch's, and
+# the one-definition check would report torch's duplicated symbols, not ours
+export ASAN_OPTIONS="$ASAN_OPTIONS:detect_odr_violation=0"
+cd "$ROOT"
+echo "[sanitize] pytest under -fsanitize=$SAN: $PYTESTS" >&2
+# shellcheck disable=SC2086
+LD_PRELOAD="${preload[*]}" PYTHONPATH="$PKG" "$SEASTAR_PY" -m pytest -q -p no:cacheprovider $PYTESTS

@@ -256,7 +256,10 @@ exec g++ "$@"
 """
 
 INTERRUPTED = """
-import os, sys, torch, seastar as ss
+import os, signal, sys, torch, seastar as ss
+# Ctrl-C as an interactive Python gets it, even when this test runs in a background job (which
+# starts with SIGINT ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 g = ss.Graph.from_edge_index(torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
 prog = ss.vertex_program(lambda v: sum(e.src.h for e in v.in_edges()), name="interrupted_probe")
 try:

@@ -74,7 +74,10 @@ def test_damaged_cubins_are_rebuilt_once(tmp_path):
 
 
 INTERRUPTED = """
-import json, sys, time, seastar as ss
+import json, signal, sys, time, seastar as ss
+# Ctrl-C as an interactive Python gets it, even when this test runs in a background job (which
+# starts with SIGINT ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 src = "\\n".join('extern "C" __global__ void k%d(float* p) { float x = p[threadIdx.x];\\n#pragma unroll\\n'
                 'for (int i = 0; i < 20; ++i) x = sinf(x * %d.0f + i) * cosf(x + i);\\n p[threadIdx.x] = x; }'
                 % (i, i + 1) for i in range(4))
