@@ -10,14 +10,21 @@
 
 namespace seastar::dumps {
 
-bool enabled() {
+namespace {
+
+/// SEASTAR_DUMP_DIR, or nullptr when it is unset or empty.
+const char* dump_dir() {
   const char* dir = std::getenv("SEASTAR_DUMP_DIR");
-  return dir && *dir;
+  return dir && *dir ? dir : nullptr;
 }
 
+}  // namespace
+
+bool enabled() { return dump_dir() != nullptr; }
+
 void write(const std::string& program, const std::string& file, const std::string& text) {
-  const char* dir = std::getenv("SEASTAR_DUMP_DIR");
-  if (!dir || !*dir) return;
+  const char* dir = dump_dir();
+  if (!dir) return;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   // the program name is the user's: made a file name, it stays inside the folder

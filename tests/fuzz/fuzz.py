@@ -4,8 +4,8 @@
 
 Program ``seed`` is ``programs.random_program(seed)`` on a small graph with every hazard (an
 isolated vertex, a vertex without in-edges, a self-loop, a repeated edge, a hub; edge types
-when the program reads them), inputs drawn from the same seed. Each backend's outputs and gradients (for a random output gradient) must
-match programs.evaluate's to 1e-9. Programs run in worker processes, a batch each; a batch that
+when the program reads them), inputs drawn from the same seed. Each backend's outputs and
+gradients (for a random output gradient) must match programs.evaluate's to 1e-9. Programs run in worker processes, a batch each; a batch that
 dies (a crash, a signal) is re-run one program per process, so the crash is pinned to a seed.
 Each failure prints its seed and the program's source; the exit status is 1 if any failed.
 A backend that reports a program unsupported (NotImplementedError) is counted, not failed.

@@ -33,8 +33,8 @@ UNARY = ["neg", "relu", "leaky_relu", "elu", "sigmoid", "tanh", "abs", "square",
          "exp_clamped", "clamp", "scale"]
 BINARY = ["add", "sub", "mul", "safe_div", "maximum", "minimum"]
 REDUCE = ["sum", "mean", "max"]
-NUM_EDGE_TYPES = 3
 AGGREGATE = ["sum", "mean", "max", "min"]
+NUM_EDGE_TYPES = 3  # of the typed graph a program reading W[e.type] runs on
 
 
 # -- generation --------------------------------------------------------------------------------
