@@ -1,13 +1,15 @@
 #!/usr/bin/env python
-"""Mini-batch node classification with neighbour sampling (GraphSAGE, GAT or R-GCN).
+"""Mini-batch node classification with neighbour sampling (GraphSAGE, GAT, R-GCN or HGT).
 
     python examples/train_minibatch.py --model sage --dataset cora
     python examples/train_minibatch.py --model gat --dataset synthetic --num-nodes 1000000 --fanouts 15,10
     python examples/train_minibatch.py --model rgcn --dataset planted --num-nodes 100000 --fanouts 10,10
+    python examples/train_minibatch.py --model hgt --dataset planted --num-nodes 20000 --fanouts 10,10 --hidden 32 --lr 0.01 --epochs 15
 
 ``--dataset planted`` is a typed graph (ss.datasets.planted_typed_classification: a vertex's class
-is written in the relations of its in-edges); its sampled blocks keep their edge types, and R-GCN
-(RGCNConv per layer) trains on them.
+is written in the relations of its in-edges, and vertices have node types); its sampled blocks
+keep their edge types and their sources' node types, and R-GCN (RGCNConv per layer) or HGT
+(HGTConv per layer) trains on them.
 
 Each epoch samples blocks for batches of training vertices (ss.loader.NeighborLoader: the C++
 sampler on a background thread, ahead of training) and runs the layers on them. The line per
@@ -99,7 +101,24 @@ class RGCN(nn.Module):
     between = SAGE.between
 
 
-MODELS = {"sage": SAGE, "gat": GAT, "rgcn": RGCN}
+class HGT(nn.Module):
+    """HGTConv(F, hidden, T, R, heads) -> ReLU -> dropout -> ... -> HGTConv(hidden, C, T, R, 1 head),
+    on blocks that carry node and edge types."""
+
+    def __init__(self, f_in, hidden, classes, layers, dropout, heads, num_node_types=1, num_relations=1):
+        super().__init__()
+        dims = [f_in] + [hidden] * (layers - 1) + [classes]
+        self.convs = nn.ModuleList(
+            snn.HGTConv(a, b, num_node_types, num_relations, heads=heads if i + 1 < layers else 1)
+            for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])))
+        self.dropout = dropout
+
+    forward = SAGE.forward
+    between = SAGE.between
+
+
+MODELS = {"sage": SAGE, "gat": GAT, "rgcn": RGCN, "hgt": HGT}
+TYPED_MODELS = ("rgcn", "hgt")
 TYPED_DATASETS = ("planted",)
 
 
@@ -107,7 +126,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=sorted(MODELS), default="sage")
     p.add_argument("--dataset", choices=["cora", "citeseer", "synthetic", "planted"], default="cora",
-                   help="planted: a typed graph (for --model rgcn)")
+                   help="planted: a typed graph (for --model rgcn or hgt)")
     p.add_argument("--num-nodes", type=int, default=100_000, help="synthetic: vertices")
     p.add_argument("--avg-degree", type=float, default=20.0, help="synthetic: edges per vertex")
     p.add_argument("--num-features", type=int, default=100, help="synthetic: feature width")
@@ -142,8 +161,10 @@ def parse_args(argv=None):
         p.error(f"--num-classes must be at least 2, got {args.num_classes}")
     if args.relations < 1:
         p.error(f"--relations must be at least 1, got {args.relations}")
-    if (args.model == "rgcn") != (args.dataset in TYPED_DATASETS):
-        p.error("--model rgcn trains on a typed graph (--dataset planted), and a typed graph needs --model rgcn")
+    if (args.model in TYPED_MODELS) != (args.dataset in TYPED_DATASETS):
+        p.error("--model rgcn and hgt train on a typed graph (--dataset planted), and a typed graph needs one of them")
+    if args.model == "hgt" and args.hidden % args.heads:
+        p.error(f"--hidden ({args.hidden}) must be divisible by --heads ({args.heads}) for HGT")
     if not 0.0 <= args.dropout < 1.0:
         p.error(f"--dropout must be in [0, 1), got {args.dropout}")
     if args.prefetch < 0 or args.threads < 0:
@@ -190,7 +211,11 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     ds = load(args)
-    typed = dict(num_relations=ds.graph.num_edge_types, aggr=args.aggr) if args.model == "rgcn" else {}
+    typed = {}
+    if args.model == "rgcn":
+        typed = dict(num_relations=ds.graph.num_edge_types, aggr=args.aggr)
+    elif args.model == "hgt":
+        typed = dict(num_node_types=ds.graph.num_node_types, num_relations=ds.graph.num_edge_types)
     model = MODELS[args.model](ds.x.shape[1], args.hidden, ds.num_classes, len(args.fanouts), args.dropout, args.heads,
                                **typed)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)

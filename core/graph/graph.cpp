@@ -50,6 +50,22 @@ void check_edge_types(GraphTypes& types, size_t num_edges) {
   check_ids(types.edge_type, types.num_edge_types, "edge_type", "num_edge_types");
 }
 
+/// Resolves num_node_types (-1: inferred) and checks the node types: one per vertex of a square
+/// graph; on a bipartite graph one per source, the destinations taking the types of the first
+/// num_dst sources (destination i is source i, as in a sampled block).
+void check_node_types(GraphTypes& types, int64_t num_src, int64_t num_dst, bool bipartite) {
+  types.num_node_types = resolve_count(types.num_node_types, types.node_type, "num_node_types");
+  if (types.num_node_types == 0) return;
+  const int64_t n = bipartite ? num_src : num_dst;
+  if (static_cast<int64_t>(types.node_type.size()) != n)
+    SEASTAR_THROW(ValueError, "node_type has ", types.node_type.size(), " entries but the graph has ", n,
+                  bipartite ? " sources (a bipartite graph's node types are its sources')" : " nodes");
+  if (bipartite && num_dst > num_src)
+    SEASTAR_THROW(ValueError, "node types on a bipartite graph need every destination to be a source (destination i "
+                  "is source i, as in a sampled block): num_dst=", num_dst, " > num_src=", num_src);
+  check_ids(types.node_type, types.num_node_types, "node_type", "num_node_types");
+}
+
 /// Centres by decreasing degree, ties by id: a counting sort over degrees, O(N + max degree)
 /// (a sampled block's graph is built every batch, so this must not be N log N).
 void set_degree_order(Adjacency& adj, int64_t num_nodes) {
@@ -87,9 +103,6 @@ std::shared_ptr<const GraphData> GraphData::from_coo_bipartite(std::vector<int64
                                                                int64_t num_src, int64_t num_dst, GraphTypes types) {
   if (num_src < 0 || num_dst < 0)
     SEASTAR_THROW(ValueError, "num_nodes = (num_src, num_dst) must be >= 0, got (", num_src, ", ", num_dst, ")");
-  if (!types.node_type.empty() || types.num_node_types > 0)
-    SEASTAR_THROW(NotImplementedError, "node types on a bipartite graph are not supported (edge types are)");
-  types.num_node_types = 0;
   return build(std::move(src), std::move(dst), num_src, num_dst, true, std::move(types));
 }
 
@@ -99,11 +112,7 @@ std::shared_ptr<const GraphData> GraphData::build(std::vector<int64_t> src, std:
     SEASTAR_THROW(ValueError, "source and destination lists differ in length: ", src.size(), " vs ", dst.size());
   check_ids(src, num_src, "src", bipartite ? "num_src" : "num_nodes");
   check_ids(dst, num_dst, "dst", bipartite ? "num_dst" : "num_nodes");
-  types.num_node_types = resolve_count(types.num_node_types, types.node_type, "num_node_types");
-  if (types.num_node_types > 0 && static_cast<int64_t>(types.node_type.size()) != num_dst)
-    SEASTAR_THROW(ValueError, "node_type has ", types.node_type.size(), " entries but the graph has ", num_dst,
-                  " nodes");
-  check_ids(types.node_type, types.num_node_types, "node_type", "num_node_types");
+  check_node_types(types, num_src, num_dst, bipartite);
   check_edge_types(types, src.size());
 
   std::shared_ptr<GraphData> g(new GraphData());
@@ -127,7 +136,7 @@ std::shared_ptr<const GraphData> GraphData::from_csc_bipartite(std::vector<int64
     std::fill(dst.begin() + ptr[v], dst.begin() + ptr[v + 1], v);
   }
   check_ids(src, num_src, "src", "num_src");
-  types.num_node_types = 0;
+  check_node_types(types, num_src, num_dst, true);
   check_edge_types(types, src.size());
 
   std::shared_ptr<GraphData> g(new GraphData());

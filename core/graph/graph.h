@@ -45,14 +45,16 @@ class GraphData {
   /// A bipartite graph: sources are 0 .. num_src-1, destinations 0 .. num_dst-1, two vertex
   /// sets. The in-edge index has num_dst centres and the out-edge index num_src. When a value
   /// is read both at sources and at destinations (a sampled block), destination i is source i,
-  /// which needs num_dst <= num_src. Node types are not supported on bipartite graphs.
+  /// which needs num_dst <= num_src. Node types, when given, are the sources' (num_src entries,
+  /// num_dst <= num_src): destination i has the type of source i.
   static std::shared_ptr<const GraphData> from_coo_bipartite(std::vector<int64_t> src, std::vector<int64_t> dst,
                                                              int64_t num_src, int64_t num_dst, GraphTypes types = {});
 
   /// A bipartite graph straight from its in-edge index (what the neighbour sampler makes, already
   /// destination-major): destination v's edges are slots ptr[v] .. ptr[v+1]-1 with sources
   /// `src`; the edge ids are the slots. Only the out-edge index is sorted. `edge_type` per slot
-  /// must already be sorted within each destination, as a sampled typed graph's is.
+  /// must already be sorted within each destination, as a sampled typed graph's is; `node_type`
+  /// (optional) has one entry per source.
   static std::shared_ptr<const GraphData> from_csc_bipartite(std::vector<int64_t> ptr, std::vector<int64_t> src,
                                                              int64_t num_src, GraphTypes types = {});
 

@@ -100,7 +100,8 @@ Graph Graph::from_edge_index(const torch::Tensor& edge_index, std::optional<int6
 }
 
 Graph Graph::bipartite(const torch::Tensor& edge_index, int64_t num_src, int64_t num_dst,
-                       const std::optional<torch::Tensor>& edge_type, int64_t num_edge_types) {
+                       const std::optional<torch::Tensor>& edge_type, int64_t num_edge_types,
+                       const std::optional<torch::Tensor>& node_type, int64_t num_node_types) {
   if (!edge_index.defined()) SEASTAR_THROW(ValueError, "edge_index is undefined");
   if (edge_index.dim() != 2 || edge_index.size(0) != 2)
     SEASTAR_THROW(ValueError, "edge_index must have shape [2, num_edges] (row 0 = source, row 1 = destination), got ",
@@ -111,6 +112,12 @@ Graph Graph::bipartite(const torch::Tensor& edge_index, int64_t num_src, int64_t
     types.edge_type = to_ids(*edge_type, "edge_type");
   } else if (num_edge_types == -1) {
     types.num_edge_types = 0;
+  }
+  types.num_node_types = num_node_types;
+  if (node_type && node_type->defined()) {
+    types.node_type = to_ids(*node_type, "node_type");
+  } else if (num_node_types == -1) {
+    types.num_node_types = 0;
   }
   return Graph(GraphData::from_coo_bipartite(to_ids(edge_index[0], "src"), to_ids(edge_index[1], "dst"), num_src,
                                              num_dst, std::move(types)));

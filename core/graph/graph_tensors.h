@@ -46,9 +46,11 @@ class Graph {
                         int64_t num_edge_types = -1);
 
   /// A bipartite graph (see GraphData::from_coo_bipartite): edge_index [2, E] with row 0 in
-  /// [0, num_src) and row 1 in [0, num_dst).
+  /// [0, num_src) and row 1 in [0, num_dst); `node_type`, when given, has one entry per source
+  /// (destination i has source i's type, as in a sampled block).
   static Graph bipartite(const torch::Tensor& edge_index, int64_t num_src, int64_t num_dst,
-                         const std::optional<torch::Tensor>& edge_type = std::nullopt, int64_t num_edge_types = -1);
+                         const std::optional<torch::Tensor>& edge_type = std::nullopt, int64_t num_edge_types = -1,
+                         const std::optional<torch::Tensor>& node_type = std::nullopt, int64_t num_node_types = -1);
 
   const GraphData& data() const;
   const std::shared_ptr<const GraphData>& data_ptr() const { return data_; }

@@ -102,16 +102,18 @@ class Graph(OpaqueBase):
         """PyTorch Geometric convention: ``edge_index`` is [2, E], row 0 the sources.
 
         ``num_nodes``: the vertex count (default 1 + the largest id), or a pair
-        ``(num_src, num_dst)`` for a bipartite graph (PyG's ``size``)."""
+        ``(num_src, num_dst)`` for a bipartite graph (PyG's ``size``). A bipartite graph's
+        ``node_type`` has one entry per source, and destination ``i`` has the type of source ``i``
+        (a sampled block's destinations are its first sources), so it needs ``num_dst <= num_src``."""
         edge_index = _as_index_tensor(edge_index, "edge_index")
         if isinstance(num_nodes, (tuple, list)):
             if len(num_nodes) != 2:
                 raise ValueError(f"num_nodes of a bipartite graph is (num_src, num_dst), got {tuple(num_nodes)}")
-            if node_type is not None:
-                raise NotImplementedError("node types on a bipartite graph are not supported (edge types are)")
             return cls(_C.Graph.bipartite(edge_index, int(num_nodes[0]), int(num_nodes[1]),
                                           _as_index_tensor(edge_type, "edge_type"),
-                                          -1 if num_edge_types is None else int(num_edge_types)))
+                                          -1 if num_edge_types is None else int(num_edge_types),
+                                          _as_index_tensor(node_type, "node_type"),
+                                          -1 if num_node_types is None else int(num_node_types)))
         return cls(_C.Graph.from_edge_index(
             edge_index, num_nodes, _as_index_tensor(node_type, "node_type"), _as_index_tensor(edge_type, "edge_type"),
             -1 if num_node_types is None else int(num_node_types),
@@ -235,7 +237,8 @@ class Graph(OpaqueBase):
 
     def __repr__(self) -> str:
         if self.is_bipartite:
-            typed = f", edge_types={self.num_edge_types}" if self.has_edge_types else ""
+            typed = f", node_types={self.num_node_types}" if self.has_node_types else ""
+            typed += f", edge_types={self.num_edge_types}" if self.has_edge_types else ""
             return f"Graph(num_src={self.num_src}, num_dst={self.num_dst}, num_edges={self.num_edges}{typed})"
         typed = ""
         if self.has_node_types or self.has_edge_types:

@@ -18,7 +18,8 @@ void bind_graph(py::module_& m) {
                   py::arg("node_type") = py::none(), py::arg("edge_type") = py::none(),
                   py::arg("num_node_types") = -1, py::arg("num_edge_types") = -1)
       .def_static("bipartite", &Graph::bipartite, py::arg("edge_index"), py::arg("num_src"), py::arg("num_dst"),
-                  py::arg("edge_type") = py::none(), py::arg("num_edge_types") = -1)
+                  py::arg("edge_type") = py::none(), py::arg("num_edge_types") = -1,
+                  py::arg("node_type") = py::none(), py::arg("num_node_types") = -1)
       .def_property_readonly("num_nodes", &Graph::num_nodes)
       .def_property_readonly("num_src", &Graph::num_src)
       .def_property_readonly("num_dst", &Graph::num_dst)

@@ -56,6 +56,11 @@ py::list sample(const Graph& graph, const torch::Tensor& seeds, const sampling::
         types.edge_type.resize(b.eid.size());
         for (size_t k = 0; k < b.eid.size(); ++k) types.edge_type[k] = d.types().edge_type[b.eid[k]];
       }
+      if (d.has_node_types()) {  // the sources' types; the destinations are the first num_dst sources
+        types.num_node_types = d.types().num_node_types;
+        types.node_type.resize(b.src_nodes.size());
+        for (size_t k = 0; k < b.src_nodes.size(); ++k) types.node_type[k] = d.types().node_type[b.src_nodes[k]];
+      }
       const int64_t ns = b.num_src();
       Graph g(GraphData::from_csc_bipartite(std::move(b.ptr), std::move(b.src), ns, std::move(types)));
       outs.push_back({std::move(g), std::move(b.src_nodes), std::move(b.eid)});

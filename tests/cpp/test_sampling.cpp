@@ -47,6 +47,22 @@ TEST(Bipartite, FromCscKeepsTheInEdgeOrder) {
   EXPECT_THROW(GraphData::from_csc_bipartite({0, 1}, {5}, 5), ValueError);
 }
 
+TEST(Bipartite, NodeTypesAreTheSources) {
+  GraphTypes t;
+  t.node_type = {0, 2, 1, 1, 0};
+  t.num_node_types = -1;
+  auto g = GraphData::from_csc_bipartite({0, 2, 2, 3}, {4, 1, 0}, 5, t);
+  EXPECT_EQ(g->types().num_node_types, 3);
+  EXPECT_EQ(g->types().node_type, t.node_type);
+  auto h = GraphData::from_coo_bipartite({4, 1, 0}, {0, 0, 2}, 5, 3, t);
+  EXPECT_TRUE(h->has_node_types());
+  GraphTypes short_types = t;
+  short_types.node_type.pop_back();  // one per source is needed
+  EXPECT_THROW(GraphData::from_coo_bipartite({4, 1, 0}, {0, 0, 2}, 5, 3, short_types), ValueError);
+  // destination i is source i: more destinations than sources have no node type
+  EXPECT_THROW(GraphData::from_coo_bipartite({4, 1, 0}, {0, 0, 5}, 5, 6, t), ValueError);
+}
+
 TEST(Sampler, CountsRelabellingAndDeterminism) {
   auto g = ring_with_hub(50);
   sampling::SamplerOptions o;

@@ -13,7 +13,8 @@ from .. import ops as ss
 from ..graph import Graph, tensor_of
 from ..program import vertex_program
 from ._precision import float32_inside
-from ._utils import GraphCache, check_graph, dense, glorot, zeros
+from ._structure import typed_square
+from ._utils import GraphCache, check_graph, dense, glorot, graph_uid, per_graph, zeros
 from .hgt_dict import dict_forward, dict_inputs, init_dict_mode, is_metadata, reset_dict_mode
 from .rgcn_conv import MODES
 from .typed_graph import (cheapest, edge_types, node_type_groups, per_edge_cost, per_pair_cost, per_relation,
@@ -45,6 +46,11 @@ def _head_maps(heads: int, d: int, dtype: torch.dtype, device: str):
     """``S`` [H*d, H] with ``S[h*d + i, h] = 1`` and its transpose (constants of hgt_typed)."""
     s = torch.kron(torch.eye(heads, dtype=dtype), torch.ones(d, 1, dtype=dtype)).to(device)
     return s, s.t().contiguous()
+
+
+def _rows(t: torch.Tensor, n: int) -> torch.Tensor:
+    """``t`` with zero rows appended up to ``n`` rows."""
+    return t if t.shape[0] >= n else torch.cat([t, t.new_zeros((n - t.shape[0],) + t.shape[1:])])
 
 
 def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
@@ -98,6 +104,11 @@ class HGTConv(nn.Module):
     (node_types, edge_types)`` (``in_channels`` an int, a dict per node type, or -1: lazy), takes
     ``conv(x_dict, edge_index_dict)`` (or a ``HeteroData``-like object) and returns a dict per
     destination node type, with PyG's parameter layout; see ``seastar.nn.hgt_dict``.
+
+    On a bipartite graph (a block sampled from a typed graph: node types per source, destination
+    ``i`` is source ``i``), ``x`` has the sources' rows (or is a pair ``(x_src, x_dst)``): K and V
+    are computed for the sources, Q, the output and the residual for the destinations only, and
+    the attention runs on the block's square form.
 
     ``mode="auto"`` takes the cheaper path by ``mode_costs``, the cost model :class:`RGCNConv`
     uses too (``seastar.nn.typed_graph``): ``per_edge`` only when nearly every (source, relation)
@@ -163,6 +174,7 @@ class HGTConv(nn.Module):
     def mode_costs(self, graph: Graph, x_grad: bool = True) -> Dict[str, int]:
         """The cost of one training step of each path on this graph, by the relational layers'
         cost model (``seastar.nn.typed_graph``); ``x_grad``: whether K and V need gradients."""
+        graph = self._square(graph)
         pairs = relation_pairs(self._graph_cache, graph, self.num_edge_types, "HGTConv")
         H, d = self.heads, self.out_channels // self.heads
         # per edge: k and v through the block-diagonal [H*d, H*d] matrices, 2 (H*d)^2 multiply-adds
@@ -191,45 +203,98 @@ class HGTConv(nn.Module):
             raise TypeError("HGTConv: x_dict / edge_index_dict inputs need a layer built with PyG's metadata, "
                             "HGTConv(in_channels, out_channels, metadata, heads)")
         graph, x = x, edge_index
-        check_graph("HGTConv", graph, x)
+        if isinstance(graph, Graph) and graph.is_bipartite:
+            x_src, x_dst = self._block_features(graph, x)
+        else:
+            check_graph("HGTConv", graph, x)
+            x_src = x_dst = self._features(x, "x")
+        return self._layer(graph, x_src, x_dst)
+
+    def _features(self, x, what: str) -> torch.Tensor:
         x = dense(x)
-        if x.dim() != 2 or x.shape[1] != self.in_channels:
-            raise ValueError(f"HGTConv: x must be [N, {self.in_channels}], got {tuple(x.shape)}")
-        n, H, C = graph.num_nodes, self.heads, self.out_channels
+        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.in_channels:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"HGTConv: {what} must be [rows, {self.in_channels}], got {shape}")
+        return x
+
+    def _block_features(self, graph: Graph, x):
+        """``(x_src, x_dst)`` of a bipartite graph (a sampled block, say): ``x`` with one row per
+        source, whose first ``num_dst`` rows are the destinations', or a pair ``(x_src, x_dst)``."""
+        ns, nd = graph.num_src, graph.num_dst
+        if isinstance(x, (tuple, list)):
+            if len(x) != 2:
+                raise ValueError(f"HGTConv: bipartite features are a pair (x_src, x_dst), got {len(x)} items")
+            x_src, x_dst = self._features(x[0], "x_src"), self._features(x[1], "x_dst")
+        else:
+            x_src = self._features(x, "x")
+            if nd > ns:
+                raise ValueError(f"HGTConv: the bipartite graph has more destinations ({nd}) than sources ({ns}), so "
+                                 f"the destinations' features are not the first rows of x; pass (x_src, x_dst)")
+            x_dst = x_src[:nd]
+        if (x_src.shape[0], x_dst.shape[0]) != (ns, nd):
+            raise ValueError(f"HGTConv: the features give {x_src.shape[0]} sources and {x_dst.shape[0]} destinations "
+                             f"but the graph has {ns} sources and {nd} destinations")
+        return x_src, x_dst
+
+    def _square(self, graph: Graph) -> Graph:
+        """The graph the programs run on: a square graph as given; a bipartite one as the square
+        graph over ``max(num_src, num_dst)`` vertices (vertex ``i`` is source ``i`` and destination
+        ``i``), with its edge types (the typed layers' pair graphs are built on square graphs)."""
+        if not graph.is_bipartite:
+            return graph
+        ns, nd = graph.num_src, graph.num_dst
+        if graph.has_edge_types:
+            return typed_square(graph.edge_index, graph.edge_type, ns, nd, self.num_edge_types, "HGTConv")
+        return per_graph(self._graph_cache, ("square", graph_uid(graph)), graph,
+                         lambda g: Graph.from_edge_index(g.edge_index, num_nodes=max(ns, nd)))
+
+    def _layer(self, graph: Graph, x_src: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor:
+        """The layer on ``graph`` (square or bipartite): K and V of the sources, Q, the output and
+        the residual of the destinations, the attention on the square form of the graph."""
+        T, H, C = self.num_node_types, self.heads, self.out_channels
         d = C // H
         edge_types(graph, self.num_edge_types, "HGTConv")  # validates the graph's relations
-        groups = node_type_groups(self._graph_cache, graph, self.num_node_types, "HGTConv")
-        kqv = typed_linear(x, groups, torch.cat([self.k_weight, self.q_weight, self.v_weight], -1),
-                           torch.cat([self.k_bias, self.q_bias, self.v_bias], -1))
-        k, q, val = kqv.split(C, dim=-1)  # [N, C] each
+        src_groups = node_type_groups(self._graph_cache, graph, T, "HGTConv", "src")
+        if not graph.is_bipartite:  # one GEMM per type for K, Q and V together
+            kqv = typed_linear(x_src, src_groups, torch.cat([self.k_weight, self.q_weight, self.v_weight], -1),
+                               torch.cat([self.k_bias, self.q_bias, self.v_bias], -1))
+            k, q, val = kqv.split(C, dim=-1)  # [N, C] each
+            dst_groups = src_groups
+        else:
+            kv = typed_linear(x_src, src_groups, torch.cat([self.k_weight, self.v_weight], -1),
+                              torch.cat([self.k_bias, self.v_bias], -1))
+            k, val = kv.split(C, dim=-1)  # [num_src, C]
+            dst_groups = node_type_groups(self._graph_cache, graph, T, "HGTConv", "dst")
+            q = typed_linear(x_dst, dst_groups, self.q_weight, self.q_bias)  # [num_dst, C]
+        nd = x_dst.shape[0]
+        square = self._square(graph)
+        n = square.num_nodes
+        k, val, q = (_rows(t, n) for t in (k, val, q))  # zero rows: vertices with no role on that side
         k_rel, v_rel, p_rel = self.k_rel, self.v_rel, self.p_rel
         if not torch.is_grad_enabled():
             k_rel, v_rel, p_rel = k_rel.detach(), v_rel.detach(), p_rel.detach()
         mu = p_rel / math.sqrt(d)  # [R, H]
-        if self.choose_mode(graph, kqv.requires_grad) == "per_edge":
+        if self.choose_mode(square, k.requires_grad or val.requires_grad) == "per_edge":
             # torch.compile traces the function (the constants enter the compiled code), not its cache
             head_maps = _head_maps.__wrapped__ if torch.compiler.is_compiling() else _head_maps
-            S, ST = head_maps(H, d, x.dtype, str(x.device))
-            agg = hgt_typed(graph, backend=self.backend, k=k, q=q, val=val, Watt=block_diagonal(k_rel),
+            S, ST = head_maps(H, d, x_src.dtype, str(x_src.device))
+            agg = hgt_typed(square, backend=self.backend, k=k, q=q, val=val, Watt=block_diagonal(k_rel),
                             Wmsg=block_diagonal(v_rel), mu=mu, S=S, ST=ST)
         else:
-            pairs = relation_pairs(self._graph_cache, graph, self.num_edge_types, "HGTConv")
+            pairs = relation_pairs(self._graph_cache, square, self.num_edge_types, "HGTConv")
             m = pairs.graph.num_nodes
             kp = per_relation(k.view(n, H, d), pairs,
                               lambda ks, r: torch.einsum("nhd,hde->nhe", ks, k_rel[r]) * mu[r].unsqueeze(-1), m)
             vp = per_relation(val.view(n, H, d), pairs, lambda vs, r: torch.einsum("nhd,hde->nhe", vs, v_rel[r]), m)
-            qp = q.view(n, H, d)
-            if m > n:
-                qp = torch.cat([qp, qp.new_zeros(m - n, H, d)])
-            agg = hgt_pairs(pairs.graph, backend=self.backend, k=kp, q=qp, val=vp)[:n]
-        out = typed_linear(F.gelu(agg.reshape(n, C)), groups, self.a_weight, self.a_bias)
+            agg = hgt_pairs(pairs.graph, backend=self.backend, k=kp, q=_rows(q, m).view(m, H, d), val=vp)
+        out = typed_linear(F.gelu(agg[:nd].reshape(nd, C)), dst_groups, self.a_weight, self.a_bias)
         if self.in_channels == self.out_channels:
             if graph.has_node_types:
-                nt = tensor_of(graph, "node_type").long().to(x.device)
+                nt = tensor_of(graph, "node_type")[:nd].long().to(x_dst.device)
             else:
-                nt = torch.zeros(n, dtype=torch.long, device=x.device)
+                nt = torch.zeros(nd, dtype=torch.long, device=x_dst.device)
             beta = torch.sigmoid(self.skip)[nt].unsqueeze(-1)
-            out = beta * out + (1.0 - beta) * x
+            out = beta * out + (1.0 - beta) * x_dst
         return out
 
     def __repr__(self) -> str:

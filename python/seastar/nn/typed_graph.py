@@ -170,23 +170,27 @@ class NodeTypeGroups(NamedTuple):
     counts: List[int]
 
 
-def node_type_groups(cache: GraphCache, graph: Graph, num_node_types: int, layer: str) -> NodeTypeGroups:
-    return per_graph(cache, ("node_type_groups", graph_uid(graph)), graph, _node_type_groups, num_node_types, layer)
+def node_type_groups(cache: GraphCache, graph: Graph, num_node_types: int, layer: str,
+                     side: str = "src") -> NodeTypeGroups:
+    """The graph's vertices grouped by node type: a square graph's vertices, a bipartite graph's
+    sources (``side="src"``) or destinations (``side="dst"``, the first ``num_dst`` sources)."""
+    return per_graph(cache, ("node_type_groups", side, graph_uid(graph)), graph, _node_type_groups, num_node_types,
+                     layer, side)
 
 
-def _node_type_groups(graph: Graph, num_node_types: int, layer: str) -> NodeTypeGroups:
-    n = graph.num_nodes
+def _node_type_groups(graph: Graph, num_node_types: int, layer: str, side: str) -> NodeTypeGroups:
+    n = graph.num_src if side == "src" else graph.num_dst
     if not graph.has_node_types:
         return NodeTypeGroups(None, None, [n] + [0] * (num_node_types - 1))
     if graph.num_node_types != num_node_types:
         raise ValueError(f"{layer}: the graph has {graph.num_node_types} node types but the layer has "
                          f"{num_node_types}")
-    t = graph.node_type.long()
+    t = graph.node_type[:n].long()
     perm = torch.argsort(t, stable=True)
     inv = torch.empty_like(perm)
     inv[perm] = torch.arange(n)
     counts = torch.bincount(t, minlength=num_node_types).tolist()
-    if max(counts) == n:  # a single type in use: no permutation needed
+    if max(counts, default=0) == n:  # a single type in use: no permutation needed
         return NodeTypeGroups(None, None, counts)
     return NodeTypeGroups(perm, inv, counts)
 
