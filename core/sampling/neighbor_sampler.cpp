@@ -1,4 +1,4 @@
-/** \file Neighbour sampling: per-destination draws in parallel, then one relabelling pass. */
+/** \file Neighbour sampling: per-destination counts and draws in parallel, then one relabelling pass. */
 #include "core/sampling/neighbor_sampler.h"
 
 #include <algorithm>
@@ -116,78 +116,128 @@ void check(const GraphData& g, const std::vector<int64_t>& seeds, const Fanouts&
   if (dup != sorted.end()) SEASTAR_THROW(ValueError, "seed ", *dup, " appears twice in the batch");
 }
 
+/// How many neighbours `choose` takes from a run of `deg` slots when that follows from the
+/// sizes alone (unweighted draws); -1 when only the draws themselves tell (weights).
+int64_t count_without_drawing(int64_t deg, int64_t fanout, const SamplerOptions& o) {
+  if (!o.weights.empty()) return -1;
+  if (deg == 0 || fanout == 0) return 0;
+  if (fanout < 0) return deg;
+  return o.replace ? fanout : std::min(fanout, deg);
+}
+
+/// One hop: the draws of every destination of `frontier`, in two parallel passes (count, then
+/// draw again into the block's flat arrays: the draws are a pure function of (seed, hop, vertex),
+/// so both passes take the same neighbours), then the relabelling.
+SampledBlock sample_hop(const GraphData& g, const std::vector<int64_t>& frontier, int64_t hop,
+                        const std::vector<int64_t>& f, const SamplerOptions& o) {
+  const Adjacency& in = g.in();
+  const int64_t R = std::max<int64_t>(1, g.types().num_edge_types);
+  const bool per_relation = g.has_edge_types() && f.size() > 1;
+  const int64_t D = static_cast<int64_t>(frontier.size());
+  // emit(slot) for every neighbour taken from destination i (slots in increasing order)
+  // each destination's first reads (its offsets, then its slots) miss the cache: ask for them a
+  // few destinations ahead, so that the misses of neighbouring iterations overlap
+  auto prefetch = [&](int64_t i) {
+    if (i + 16 < D) __builtin_prefetch(&in.ptr[frontier[i + 16]]);
+    if (i + 8 < D) {
+      const int64_t at = in.ptr[frontier[i + 8]];
+      __builtin_prefetch(&in.nbr[at]);
+      __builtin_prefetch(&in.eid[at]);
+    }
+  };
+  auto draw = [&](int64_t i, std::vector<int64_t>& run, auto&& emit) {
+    const int64_t v = frontier[i];
+    Stream rng(o.seed, hop, v);
+    const int64_t beg = in.ptr[v], end = in.ptr[v + 1];
+    if (!per_relation) {
+      choose(end - beg, f[0], o, in.eid.data() + beg, rng, run);
+      for (int64_t j : run) emit(beg + j);
+      return;
+    }
+    // the CSC is sorted by relation within a destination: one run per relation
+    for (int64_t a = beg; a < end;) {
+      const int64_t r = g.types().edge_type[in.eid[a]];
+      int64_t b = a;
+      while (b < end && g.types().edge_type[in.eid[b]] == r) ++b;
+      choose(b - a, f[std::min<int64_t>(r, R - 1)], o, in.eid.data() + a, rng, run);
+      for (int64_t j : run) emit(a + j);
+      a = b;
+    }
+  };
+  SampledBlock blk;
+  blk.num_dst = D;
+  blk.ptr.assign(D + 1, 0);
+  const bool parallel = D >= 256;  // a small frontier is cheaper than waking a thread team
+  // 1. how many neighbours each destination takes
+#pragma omp parallel if (parallel)
+  {
+    std::vector<int64_t> run;
+#pragma omp for schedule(dynamic, 256)
+    for (int64_t i = 0; i < D; ++i) {
+      if (i + 16 < D) __builtin_prefetch(&in.ptr[frontier[i + 16]]);
+      const int64_t v = frontier[i];
+      const int64_t known = per_relation ? -1 : count_without_drawing(in.degree(v), f[0], o);
+      if (known >= 0) {
+        blk.ptr[i + 1] = known;
+        continue;
+      }
+      int64_t c = 0;
+      draw(i, run, [&](int64_t) { ++c; });
+      blk.ptr[i + 1] = c;
+    }
+  }
+  std::partial_sum(blk.ptr.begin(), blk.ptr.end(), blk.ptr.begin());
+  const int64_t E = blk.ptr[D];
+  // 2. the draws, written where they belong: global source ids (relabelled below) and edge ids
+  blk.src.resize(E);
+  blk.eid.resize(E);
+#pragma omp parallel if (parallel)
+  {
+    std::vector<int64_t> run;
+#pragma omp for schedule(dynamic, 64)
+    for (int64_t i = 0; i < D; ++i) {
+      prefetch(i);
+      int64_t k = blk.ptr[i];
+      draw(i, run, [&](int64_t slot) {
+        blk.src[k] = in.nbr[slot];
+        blk.eid[k] = in.eid[slot];
+        ++k;
+      });
+    }
+  }
+  // 3. relabel in slot order (sequential, so ids do not depend on the thread count):
+  // destinations first, then each new source where it first appears. global -> local ids live
+  // in a per-thread array over the graph's vertices, reset after use (only the touched entries),
+  // cheaper than a hash map; its reads are random, so they are prefetched a few edges ahead.
+  blk.src_nodes = frontier;
+  static thread_local std::vector<int64_t> local;
+  if (static_cast<int64_t>(local.size()) < g.num_nodes()) local.assign(static_cast<size_t>(g.num_nodes()), -1);
+  for (int64_t i = 0; i < D; ++i) local[frontier[i]] = i;
+  constexpr int64_t kAhead = 16;
+  for (int64_t k = 0; k < E; ++k) {
+    if (k + kAhead < E) __builtin_prefetch(&local[blk.src[k + kAhead]]);
+    const int64_t u = blk.src[k];
+    if (local[u] < 0) {
+      local[u] = static_cast<int64_t>(blk.src_nodes.size());
+      blk.src_nodes.push_back(u);
+    }
+    blk.src[k] = local[u];
+  }
+  for (int64_t u : blk.src_nodes) local[u] = -1;
+  return blk;
+}
+
 }  // namespace
 
 std::vector<SampledBlock> sample_neighbors(const GraphData& g, const std::vector<int64_t>& seeds,
                                            const Fanouts& fanouts, const SamplerOptions& o) {
   check(g, seeds, fanouts, o);
-  const Adjacency& in = g.in();
-  const int64_t R = std::max<int64_t>(1, g.types().num_edge_types);
-  const bool typed = g.has_edge_types();
   std::vector<SampledBlock> blocks;
-  std::vector<int64_t> frontier = seeds;
+  blocks.reserve(fanouts.size());  // `frontier` points into the last block
+  const std::vector<int64_t>* frontier = &seeds;
   for (size_t hop = 0; hop < fanouts.size(); ++hop) {
-    const std::vector<int64_t>& f = fanouts[hop];
-    const bool per_relation = typed && f.size() > 1;
-    const int64_t D = static_cast<int64_t>(frontier.size());
-    // 1. draws per destination, in parallel, into per-destination lists (slot positions)
-    std::vector<std::vector<int64_t>> picked(D);
-#pragma omp parallel if (D >= 256)  // a small frontier is cheaper than waking a thread team
-    {
-      std::vector<int64_t> run;
-#pragma omp for schedule(dynamic, 64)
-      for (int64_t i = 0; i < D; ++i) {
-        const int64_t v = frontier[i];
-        Stream rng(o.seed, static_cast<int64_t>(hop), v);
-        std::vector<int64_t>& mine = picked[i];
-        const int64_t beg = in.ptr[v], end = in.ptr[v + 1];
-        if (!per_relation) {
-          choose(end - beg, f[0], o, in.eid.data() + beg, rng, run);
-          for (int64_t j : run) mine.push_back(beg + j);
-          continue;
-        }
-        // the CSC is sorted by relation within a destination: one run per relation
-        for (int64_t a = beg; a < end;) {
-          const int64_t r = g.types().edge_type[in.eid[a]];
-          int64_t b = a;
-          while (b < end && g.types().edge_type[in.eid[b]] == r) ++b;
-          choose(b - a, f[std::min<int64_t>(r, R - 1)], o, in.eid.data() + a, rng, run);
-          for (int64_t j : run) mine.push_back(a + j);
-          a = b;
-        }
-      }
-    }
-    // 2. relabel in slot order (sequential, so ids do not depend on the thread count):
-    // destinations first, then each new source where it first appears
-    SampledBlock blk;
-    blk.num_dst = D;
-    blk.ptr.assign(D + 1, 0);
-    for (int64_t i = 0; i < D; ++i) blk.ptr[i + 1] = blk.ptr[i] + static_cast<int64_t>(picked[i].size());
-    const int64_t E = blk.ptr[D];
-    blk.src.resize(E);
-    blk.eid.resize(E);
-    blk.src_nodes = frontier;
-    // global -> local ids in a per-thread array over the graph's vertices, reset after use (only
-    // the touched entries), cheaper than a hash map for the tens of thousands of ids of a hop
-    static thread_local std::vector<int64_t> local;
-    if (static_cast<int64_t>(local.size()) < g.num_nodes()) local.assign(static_cast<size_t>(g.num_nodes()), -1);
-    for (int64_t i = 0; i < D; ++i) local[frontier[i]] = i;
-    for (int64_t i = 0; i < D; ++i) {
-      int64_t k = blk.ptr[i];
-      for (int64_t slot : picked[i]) {
-        const int64_t u = in.nbr[slot];
-        if (local[u] < 0) {
-          local[u] = static_cast<int64_t>(blk.src_nodes.size());
-          blk.src_nodes.push_back(u);
-        }
-        blk.src[k] = local[u];
-        blk.eid[k] = in.eid[slot];
-        ++k;
-      }
-    }
-    for (int64_t u : blk.src_nodes) local[u] = -1;
-    frontier = blk.src_nodes;
-    blocks.push_back(std::move(blk));
+    blocks.push_back(sample_hop(g, *frontier, static_cast<int64_t>(hop), fanouts[hop], o));
+    frontier = &blocks.back().src_nodes;
   }
   return blocks;
 }

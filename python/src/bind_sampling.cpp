@@ -2,6 +2,9 @@
 #include <pybind11/stl.h>
 #include <torch/python.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "core/graph/generators.h"
 #include "core/graph/graph_tensors.h"
 #include "core/sampling/neighbor_sampler.h"
@@ -25,6 +28,37 @@ torch::Tensor tensor_of(std::vector<int64_t>&& v) {
   auto owner = new std::vector<int64_t>(std::move(v));
   return torch::from_blob(
       owner->data(), {static_cast<int64_t>(owner->size())}, [owner](void*) { delete owner; }, torch::kLong);
+}
+
+/// x[idx] for a CPU tensor whose rows are contiguous (the loader's feature gather): rows copied
+/// without the GIL, each row prefetched a few rows ahead (the rows are scattered over x, so each
+/// one's first cache lines miss; index_select waits for them one row at a time).
+torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& idx) {
+  // anything else (another device, strided or sparse rows, a tensor autograd tracks): torch's own gather
+  if (!x.device().is_cpu() || x.is_sparse() || x.dim() < 1 || !x.is_contiguous() || x.requires_grad())
+    return x.index_select(0, idx.to(x.device()));
+  const std::vector<int64_t> rows = ids_of(idx, "idx");
+  const int64_t n = x.size(0);
+  for (size_t k = 0; k < rows.size(); ++k)
+    if (rows[k] < 0 || rows[k] >= n)
+      SEASTAR_THROW(ValueError, "idx[", k, "] = ", rows[k], " is out of range for ", n, " rows");
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[0] = static_cast<int64_t>(rows.size());
+  torch::Tensor out = torch::empty(shape, x.options());
+  const size_t row_bytes = static_cast<size_t>(x.numel() / std::max<int64_t>(n, 1)) * x.element_size();
+  const char* src = static_cast<const char*>(x.data_ptr());
+  char* dst = static_cast<char*>(out.data_ptr());
+  py::gil_scoped_release nogil;
+  constexpr size_t kAhead = 8;
+  const size_t lines = std::min<size_t>((row_bytes + 63) / 64, 8);  // the first 512 bytes of a row
+  for (size_t k = 0; k < rows.size(); ++k) {
+    if (k + kAhead < rows.size()) {
+      const char* next = src + rows[k + kAhead] * row_bytes;
+      for (size_t l = 0; l < lines; ++l) __builtin_prefetch(next + 64 * l);
+    }
+    std::memcpy(dst + k * row_bytes, src + rows[k] * row_bytes, row_bytes);
+  }
+  return out;
 }
 
 /// Samples and builds the block graphs without the GIL, so a loader thread overlaps training.
@@ -88,6 +122,9 @@ void bind_sampling(py::module_& m) {
   m.def("sbm_node_classification", &sbm, py::arg("num_nodes"), py::arg("avg_degree"), py::arg("num_classes"),
         py::arg("homophily"), py::arg("seed"),
         "A degree-corrected stochastic block model graph and its labels: (Graph, labels).");
+  m.def("gather_rows", &gather_rows, py::arg("x"), py::arg("idx"),
+        "x[idx] along dim 0 (a CPU tensor with contiguous rows: copied without the GIL, rows prefetched; "
+        "anything else: index_select).");
   m.def("sample_neighbors", &sample, py::arg("graph"), py::arg("seeds"), py::arg("fanouts"), py::arg("seed") = 0,
         py::arg("replace") = false, py::arg("weights") = py::none(),
         "Samples len(fanouts) hops of in-neighbours from `seeds`; returns [(block, src_nodes, edge_ids)] innermost "

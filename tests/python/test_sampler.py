@@ -225,3 +225,25 @@ def test_synthetic_dataset_is_deterministic_and_homophilous():
     assert not (a.train_mask & a.test_mask).any() and (a.train_mask | a.val_mask | a.test_mask).all()
     c = ss.datasets.synthetic_node_classification(2000, avg_degree=8, num_classes=4, num_features=6, seed=4)
     assert not torch.equal(a.edge_index, c.edge_index)
+
+
+@pytest.mark.parametrize("x", [torch.randn(50, 7, dtype=torch.float64), torch.randn(50, 3, 4),
+                               torch.randint(0, 9, (50,)), torch.rand(50, 2) > 0.5,
+                               torch.randn(50, 0)], ids=["f64", "3d", "labels", "bool", "empty_rows"])
+def test_gather_rows_equals_index_select(x):
+    idx = torch.tensor([4, 0, 49, 4, 17, 3])
+    assert torch.equal(ss._C.gather_rows(x, idx), x.index_select(0, idx))
+    assert ss._C.gather_rows(x, idx[:0]).shape == (0,) + x.shape[1:]
+    with pytest.raises(ValueError, match=r"idx\[1\] = 50 is out of range for 50 rows"):
+        ss._C.gather_rows(x, torch.tensor([1, 50]))
+
+
+def test_gather_rows_falls_back_to_index_select():
+    """Rows that are not contiguous, or a tensor autograd tracks (learned embeddings as the
+    loader's x), go through index_select: the same values, and the gradient flows."""
+    x = torch.randn(7, 10)[:, ::2]
+    idx = torch.tensor([6, 1, 1])
+    assert torch.equal(ss._C.gather_rows(x, idx), x.index_select(0, idx))
+    emb = torch.randn(7, 3, requires_grad=True)
+    ss._C.gather_rows(emb, idx).sum().backward()
+    assert torch.equal(emb.grad[:, 0], torch.tensor([0., 2., 0., 0., 0., 0., 1.]))
