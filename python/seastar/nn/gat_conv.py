@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import ops as ss
+from ..graph import Graph
 from ..program import VertexProgram, program_factory, vertex_program
 from ._inputs import normalise_call, resolve, split_features
 from ._linear import Linear
@@ -21,6 +22,11 @@ from .gcn_conv import weighted_sum
 from .softmax import edge_softmax
 
 log = logging.getLogger("seastar")
+
+# Aggregating first (GATConv._aggregates_first): an edge's multiply-add in the attention program
+# counted against a GEMM's, and how much cheaper the estimate must be to switch
+EDGE_COST = 4
+AGGREGATE_FIRST_MARGIN = 0.7
 
 
 @program_factory
@@ -74,6 +80,12 @@ class GATConv(nn.Module):
     features are ``fill_value`` (a number, a tensor, or a reduction of the vertex's other
     in-edges' features: ``"mean"`` (default), ``"add"``, ``"max"``, ...). As in PyG,
     ``edge_attr`` is ignored when the layer has no ``edge_dim`` (a warning is logged once).
+
+    On a graph with many more sources than destinations (a sampled block) the layer aggregates
+    first: ``el``, ``er`` as ``x . (W_h^T a_h)``, the program sums ``alpha_e * x_j`` per head
+    (``[N_dst, H, F_in]``), and each head's projection follows, so ``x W`` is never formed for
+    the sources; a cost model picks the order (``_aggregates_first``; ``conv.aggregate_first =
+    True / False`` fixes it), and the value is the same either way.
 
     Bipartite graphs: ``in_channels=(F_src, F_dst)`` gives separate source and destination
     projections (``lin_src``, ``lin_dst``); ``x=(x_src, x_dst)``; ``x_dst=None`` scores with the
@@ -143,6 +155,7 @@ class GATConv(nn.Module):
             self.register_parameter("bias", None)
         self._graph_cache = GraphCache(8)
         self._warned_edge_attr = False
+        self.aggregate_first: Optional[bool] = None  # None: by cost (see _aggregates_first)
         for variant in itertools.product((False, True), repeat=3):  # built here: torch.compile cannot build them
             gat_program(self.negative_slope, *variant)
         self.reset_parameters()
@@ -173,12 +186,20 @@ class GATConv(nn.Module):
         if self.res is not None and x_dst is not None:
             res = self.res(x_dst)
         lin_s, lin_d = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
-        h_src = lin_s(x_src).view(-1, H, C)
-        h_dst = None
-        if x_dst is not None:
-            h_dst = h_src if not pair and self.lin is not None else lin_d(x_dst).view(-1, H, C)
-        el = (h_src * self.att_src).sum(-1, keepdim=True)  # [N_src, H, 1]
-        er = None if h_dst is None else (h_dst * self.att_dst).sum(-1, keepdim=True)
+        first = not return_attention_weights and self._aggregates_first(edge_index, x_src, x_dst)
+        if first:  # the per-vertex halves of the score from x: <x W_h, att_h> = <x, W_h^T att_h>
+            if not pair and isinstance(edge_index, Graph) and edge_index.is_bipartite:
+                x_dst = x_src[:edge_index.num_dst]  # a block's destinations are its first sources
+            el = self._score_half(x_src, lin_s, self.att_src)
+            er = None if x_dst is None else self._score_half(x_dst, lin_d, self.att_dst)
+            h_src = None
+        else:
+            h_src = lin_s(x_src).view(-1, H, C)
+            h_dst = None
+            if x_dst is not None:
+                h_dst = h_src if not pair and self.lin is not None else lin_d(x_dst).view(-1, H, C)
+            el = (h_src * self.att_src).sum(-1, keepdim=True)  # [N_src, H, 1]
+            er = None if h_dst is None else (h_dst * self.att_dst).sum(-1, keepdim=True)
 
         s = resolve("GATConv", x_src, x_dst, edge_index, size)
         if self.add_self_loops:
@@ -193,12 +214,15 @@ class GATConv(nn.Module):
 
         mask = None
         if self.training and self.dropout > 0.0:
-            mask = dropout_mask((s.num_edges, H, 1), self.dropout, h_src)
+            mask = dropout_mask((s.num_edges, H, 1), self.dropout, el)
         if return_attention_weights:
             alpha = self._attention(s, el, er, ea)
             if mask is not None:
                 alpha = alpha * mask
             out = s.out(weighted_sum(s.graph, backend=self.backend, h=s.src(h_src), w=alpha))
+        elif first:  # sum_e alpha_e x_j per head [N_dst, H, F_in], then each head's projection
+            agg = self._aggregate(s, x_src.unsqueeze(1), el, er, ea, mask)
+            out = torch.einsum("nhf,hcf->nhc", agg, lin_s.weight.view(H, C, -1))
         else:
             out = self._aggregate(s, h_src, el, er, ea, mask)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
@@ -209,6 +233,30 @@ class GATConv(nn.Module):
         if return_attention_weights:
             return out, self._attention_result(s, alpha[..., 0], x_src.device)
         return out
+
+    def _aggregates_first(self, edge_index, x_src: torch.Tensor, x_dst) -> bool:
+        """Whether to aggregate the input rows per head and project after, ``out_h = (sum_e
+        alpha_e x_j) W_h``, rather than project every source, ``sum_e alpha_e (x_j W_h)``: the same
+        value (the projection is linear), cheaper when a graph has many more sources than
+        destinations, as a sampled block has. ``self.aggregate_first`` (True / False) overrides
+        the cost model (multiply-adds, an edge's counted ``EDGE_COST`` times a GEMM's)."""
+        if self.aggregate_first is not None:
+            return bool(self.aggregate_first)
+        if not isinstance(edge_index, Graph) or x_src.is_sparse or x_src.dim() != 2:
+            return False
+        ns, nd = edge_index.num_src, edge_index.num_dst
+        E = edge_index.num_edges + (min(ns, nd) if self.add_self_loops else 0)
+        H, C, F_in = self.heads, self.out_channels, x_src.shape[1]
+        project = ns * F_in * H * C + EDGE_COST * E * H * C
+        aggregate = (ns + nd) * F_in * H + EDGE_COST * E * H * F_in + nd * F_in * H * C
+        return aggregate < AGGREGATE_FIRST_MARGIN * project
+
+    def _score_half(self, x: torch.Tensor, lin: Linear, att: torch.Tensor) -> torch.Tensor:
+        """``<x W_h, att_h>`` per head as ``x . (W_h^T att_h)``: [N, H, 1] without [N, H*C]."""
+        lin.materialize(x.shape[-1])
+        H, C = self.heads, self.out_channels
+        a = (lin.weight.view(H, C, -1) * att.view(H, C, 1)).sum(1)  # [H, F_in]
+        return (x @ a.t()).unsqueeze(-1)
 
     def _edge_attr_2d(self, edge_attr: torch.Tensor, num_edges: int) -> torch.Tensor:
         if edge_attr.dim() == 1:
