@@ -49,10 +49,14 @@ torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& idx) {
   const char* src = static_cast<const char*>(x.data_ptr());
   char* dst = static_cast<char*>(out.data_ptr());
   py::gil_scoped_release nogil;
-  constexpr size_t kAhead = 8;
+  constexpr int64_t kAhead = 8;
   const size_t lines = std::min<size_t>((row_bytes + 63) / 64, 8);  // the first 512 bytes of a row
-  for (size_t k = 0; k < rows.size(); ++k) {
-    if (k + kAhead < rows.size()) {
+  const int64_t m = static_cast<int64_t>(rows.size());
+  // the calling thread's OpenMP threads (the sampler's convention): torch.set_num_threads on the
+  // main thread; a loader thread's own default
+#pragma omp parallel for schedule(static) if (m * static_cast<int64_t>(row_bytes) >= (1 << 20))
+  for (int64_t k = 0; k < m; ++k) {
+    if (k + kAhead < m) {
       const char* next = src + rows[k + kAhead] * row_bytes;
       for (size_t l = 0; l < lines; ++l) __builtin_prefetch(next + 64 * l);
     }
