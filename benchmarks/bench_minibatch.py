@@ -58,6 +58,17 @@ def child(cfg: dict) -> dict:
         for k, v in arrays.items():
             np.save(os.path.join(cfg["dataset_dir"], f"{k}.npy"), v.contiguous().numpy())
         return dict(cfg=cfg, build_s=build_s, edges=ds.graph.num_edges)
+    if cfg["kind"] != "sample":
+        if cfg["model"] == "sage":
+            convs = torch.nn.ModuleList([ss.nn.SAGEConv(cfg["features"], 256), ss.nn.SAGEConv(256, 10)])
+            act = F.relu
+        else:
+            convs = torch.nn.ModuleList([ss.nn.GATConv(cfg["features"], 64, heads=4),
+                                         ss.nn.GATConv(256, 10, heads=1, concat=False)])
+            act = F.elu
+        opt = torch.optim.Adam(convs.parameters(), lr=0.003)
+    # the peak counts from here, as the peers' does: after the dataset, the model and the
+    # optimizer (whose first construction imports torch modules: about 115 MB under torch 2.11)
     reset_peak()
     base = hwm_mb()
     loader = ss.loader.NeighborLoader(ds, num_neighbors=cfg["fanouts"], batch_size=cfg["batch_size"],
@@ -74,15 +85,6 @@ def child(cfg: dict) -> dict:
         dt = time.perf_counter() - t0
         out.update(seconds=dt, seeds_per_s=seeds / dt, batches=nb)
     else:
-        if cfg["model"] == "sage":
-            convs = torch.nn.ModuleList([ss.nn.SAGEConv(cfg["features"], 256), ss.nn.SAGEConv(256, 10)])
-            act = F.relu
-        else:
-            convs = torch.nn.ModuleList([ss.nn.GATConv(cfg["features"], 64, heads=4),
-                                         ss.nn.GATConv(256, 10, heads=1, concat=False)])
-            act = F.elu
-        opt = torch.optim.Adam(convs.parameters(), lr=0.003)
-
         def step(b):
             opt.zero_grad()
             h = act(convs[0](b.blocks[0], b.x))
@@ -250,19 +252,28 @@ def _comparison(rounds):
             continue
         fast = min(ps, key=lambda p: _med(ps[p], "seconds"))
         lean = min(ps, key=lambda p: _med(ps[p], "peak_mb_above_dataset"))
+        inline = g.get(f"seastar: train {m}, prefetch=0, 1 thread(s)") or []
         row = dict(row=f"train {m}, 1 thread", best_peer=fast, leanest_peer=lean,
                    seastar={k: _med(s, k) for k in TRAIN_KEYS},
+                   seastar_inline={k: _med(inline, k) for k in TRAIN_KEYS} if inline else None,
                    peers={p: {k: _med(v, k) for k in TRAIN_KEYS} for p, v in ps.items()})
         pf, pl, ss_ = row["peers"][fast], row["peers"][lean], row["seastar"]
         row["time_ratio"] = pf["seconds"] / ss_["seconds"]
         row["sampling_ratio"] = pf["sample_s"] / ss_["sample_s"] if ss_["sample_s"] else None
         row["memory_ratio"] = pl["peak_mb_above_dataset"] / max(ss_["peak_mb_above_dataset"], 1e-9)
+        # prefetching holds `prefetch` batches more: the peers' loaders sample inline
+        si = row["seastar_inline"]
+        row["memory_ratio_inline"] = pl["peak_mb_above_dataset"] / max(si["peak_mb_above_dataset"], 1e-9) if si \
+            else None
         row["text"] = (f"train {m}: seastar {ss_['seconds']:.2f} s (sampling {ss_['sample_s']:.2f} s on its thread, "
                        f"compute {ss_['compute_s']:.2f} s, acc {ss_['test_accuracy']:.3f}) vs {fast} "
                        f"{pf['seconds']:.2f} s (sampling {pf['sample_s']:.2f} s, compute {pf['compute_s']:.2f} s, "
                        f"acc {pf['test_accuracy']:.3f}): {row['time_ratio']:.2f}x; peak "
                        f"+{ss_['peak_mb_above_dataset']:.0f} MB vs {lean} +{pl['peak_mb_above_dataset']:.0f} MB: "
                        f"{row['memory_ratio']:.2f}x")
+        if si:
+            row["text"] += (f"; sampling inline (prefetch=0): {si['seconds']:.2f} s, peak "
+                            f"+{si['peak_mb_above_dataset']:.0f} MB: {pl['peak_mb_above_dataset'] / max(si['peak_mb_above_dataset'], 1e-9):.2f}x")
         rows.append(row)
     return rows
 
