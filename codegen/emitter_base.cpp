@@ -240,124 +240,12 @@ void EmitterBase::store(std::ostringstream& os, int value, const Operand& src, c
 
 void EmitterBase::reduction(int a, std::ostringstream& init, std::ostringstream& update, std::ostringstream& fin,
                             Traversal& t) {
-  const Value& av = m_.at(a);
-  const int64_t S = numel(av.shape);
-  const std::string acc = "acc" + std::to_string(a);
-  if (is_row_reduction(av)) {
-    // parameter gradient: a private partial sum per block of centres, summed in block order by
-    // the kernel's skeleton; `pp<a>` points at this block's partial sums
-    const Value& x = m_.at(av.inputs[0]);
-    const bool edge = x.space == Space::Edge;
-    const std::string row = edge ? "e" : "c";
-    std::string slot_ptr = "pp" + std::to_string(a);
-    if (av.op == Op::sum_rows_typed)
-      slot_ptr += " + " + val(av.inputs[1], row).expr + "[0] * " + std::to_string(numel(x.shape));
-    std::ostringstream& os = edge ? update : fin;
-    const std::string ind = edge ? "        " : "      ";
-    t.rows.push_back({a, S, t.partial_elems});
-    t.partial_elems += S;
-    if (x.op == Op::outer && layout_of(x) == Layout::Whole) {
-      // an outer product (a weight gradient) is added to the partial sums as it is formed, not
-      // built in a temporary first: one pass over the [K, N] slot instead of three
-      const Operand pu = val(x.inputs[0], row), pg = val(x.inputs[1], row);
-      if (pu.layout == Layout::Whole && pg.layout == Layout::Whole) {
-        const int64_t K = m_.at(x.inputs[0]).shape.back(), Nn = m_.at(x.inputs[1]).shape.back();
-        const int64_t L = numel(m_.at(x.inputs[0]).shape) / K;
-        note_width(x);
-        os << ind << "{ T* p = " << slot_ptr << ";\n"
-           << ind << "  for (int64_t l = 0; l < " << L << "; ++l)\n"
-           << ind << "    for (int64_t i = 0; i < " << K << "; ++i) {\n"
-           << ind << "      const T xi = " << pu.expr << "[l * " << K << " + i];\n";
-        const std::string pragma = simd(Layout::Whole);
-        if (!pragma.empty()) os << ind << "      " << pragma << "\n";
-        os << ind << "      for (int64_t j = 0; j < " << Nn << "; ++j) p[i * " << Nn << " + j] += xi * " << pg.expr
-           << "[l * " << Nn << " + j];\n"
-           << ind << "    }\n" << ind << "}\n";
-        return;
-      }
-    }
-    Operand px = val(av.inputs[0], row);
-    note_width(x);
-    os << ind << "{ T* p = " << slot_ptr << "; const T* y = " << px.expr << "; "
-       << loop(px.layout, numel(x.shape)) << "p[k] += y[" << slot(px.layout) << "]; }\n";
+  if (is_row_reduction(m_.at(a))) {
+    emit_row_reduction(a, update, fin, t);
     return;
   }
-  Operand x = val(av.inputs[0], "e");
-  const Layout L = accumulator_layout(av);
-  note_width(av);
-  const std::string D = std::to_string(extent(L, S));
-  const std::string H = loop(L, S), s = slot(L);
-  // the aggregated value at the current element (agg_softmax_sum reads its scores per statistic)
-  const std::string X = av.op == Op::agg_softmax_sum ? "" : at(x, m_.at(av.inputs[0]).shape, av.shape);
-  const std::string A = acc + "[" + s + "]";
-  auto pragma = [&](std::ostringstream& os, const std::string& ind) {
-    const std::string p = simd(L);
-    if (!p.empty()) os << ind << p << "\n";
-  };
-  switch (av.op) {
-    case Op::agg_sum: case Op::agg_mean:
-      init << "      T " << acc << "[" << D << "];\n      " << H << A << " = T(0);\n";
-      pragma(update, "        ");
-      update << "        " << H << A << " += " << X << ";\n";
-      if (av.op == Op::agg_mean)
-        fin << "      { const T inv = T(1) / T(" << fn("max") << "<int64_t>(end - beg, 1)); " << H << A
-            << " *= inv; }\n";
-      break;
-    case Op::agg_max: case Op::agg_min: {
-      const char* cmp = av.op == Op::agg_max ? ">" : "<";
-      init << "      T " << acc << "[" << D << "];\n      " << H << A << " = "
-           << (av.op == Op::agg_max ? "-INFINITY" : "INFINITY") << ";\n";
-      update << "        " << H << "if (" << X << " " << cmp << " " << A << ") " << A << " = " << X << ";\n";
-      fin << "      if (end == beg) " << H << A << " = T(0);\n";
-      break;
-    }
-    case Op::agg_softmax_sum: {
-      // online softmax: running max m, running normaliser z and running weighted sum, each
-      // rescaled by exp(m_old - m_new) when the max grows, so one pass over the edges suffices.
-      // The statistics (one per score) are whole in every lane; the weighted sum may be split.
-      const Value &sv = m_.at(av.inputs[0]), &fv = m_.at(av.inputs[1]);
-      const int64_t Ss = numel(sv.shape);
-      if (x.layout == Layout::Split) x = whole_view(body_, "s" + std::to_string(a), x, Ss);
-      const Operand f = val(av.inputs[1], "e");
-      const std::string id = std::to_string(a), mx = "mx" + id, zz = "zz" + id;
-      const std::string is = bcast_index(sv.shape, av.shape, "k");
-      const std::string F = at(f, fv.shape, av.shape), xs = x.expr + "[q]";
-      init << "      T " << mx << "[" << Ss << "], " << zz << "[" << Ss << "], " << acc << "[" << D << "];\n"
-           << "      for (int64_t q = 0; q < " << Ss << "; ++q) { " << mx << "[q] = -INFINITY; " << zz
-           << "[q] = T(0); }\n"
-           << "      " << H << A << " = T(0);\n";
-      update << "        {\n          T sc[" << Ss << "], w[" << Ss << "];\n"
-             << "          for (int64_t q = 0; q < " << Ss << "; ++q) {\n"
-             << "            const T mn = " << xs << " > " << mx << "[q] ? " << xs << " : " << mx << "[q];\n"
-             << "            sc[q] = " << fn("exp") << "(" << mx << "[q] - mn);\n"
-             << "            w[q] = " << fn("exp") << "(" << xs << " - mn);\n"
-             << "            " << zz << "[q] = " << zz << "[q] * sc[q] + w[q];\n"
-             << "            " << mx << "[q] = mn;\n          }\n";
-      update << "          " << H << A << " = " << A << " * sc[" << is << "] + w[" << is << "] * " << F
-             << ";\n        }\n";
-      fin << "      " << H << A << " = end > beg ? " << A << " / " << zz << "[" << is << "] : T(0);\n";
-      break;
-    }
-    case Op::agg_argmax: case Op::agg_argmin: {
-      const char* cmp = av.op == Op::agg_argmax ? ">" : "<";
-      const std::string best = "best" + std::to_string(a), B = best + "[" + s + "]";
-      init << "      T " << best << "[" << D << "];\n      int64_t " << acc << "[" << D << "];\n"
-           << "      " << H << "{ " << B << " = " << (av.op == Op::agg_argmax ? "-INFINITY" : "INFINITY") << "; " << A
-           << " = -1; }\n";
-      update << "        " << H << "if (" << A << " < 0 || " << X << " " << cmp << " " << B << " || (" << X
-             << " == " << B << " && e < " << A << ")) { " << B << " = " << X << "; " << A << " = e; }\n";
-      break;
-    }
-#define SEASTAR_CASES_Leaf 1
-#define SEASTAR_CASES_Unary 1
-#define SEASTAR_CASES_Binary 1
-#define SEASTAR_CASES_Gather 1
-#define SEASTAR_CASES_Aggregate 0
-#define SEASTAR_CASES_Other 1
-#include "core/ir/op_cases.inc"
-      SEASTAR_THROW(NotImplementedError, "no fused rule for aggregation '", op_info(av.op).name, "'");
-  }
-  if (!unstored_.count(a)) store(fin, a, Operand{acc, L}, "c", S);
+  const Operand acc = emit_aggregation(a, init, update, fin);
+  if (!unstored_.count(a)) store(fin, a, acc, "c", numel(m_.at(a).shape));
 }
 
 EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {

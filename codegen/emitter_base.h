@@ -160,6 +160,10 @@ class EmitterBase {
   Operand emit_elementwise(const Site& s);        ///< emit_elementwise.cpp: every ops.def elementwise row
   void reduction(int a, std::ostringstream& init, std::ostringstream& update, std::ostringstream& fin,
                  Traversal& t);
+  /// emit_aggregations.cpp: a parameter gradient's per-block partial sums (sum_rows, sum_rows_typed)
+  void emit_row_reduction(int a, std::ostringstream& update, std::ostringstream& fin, Traversal& t);
+  /// emit_aggregations.cpp: an aggregation's accumulator (init, per-edge update, finish); returns it
+  Operand emit_aggregation(int a, std::ostringstream& init, std::ostringstream& update, std::ostringstream& fin);
 };
 
 /// Index into an operand of shape `a` for flat position `k` of a broadcast result of shape `o`.
