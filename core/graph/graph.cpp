@@ -55,15 +55,16 @@ void check_edge_types(GraphTypes& types, size_t num_edges) {
 /// num_dst sources (destination i is source i, as in a sampled block).
 void check_node_types(GraphTypes& types, int64_t num_src, int64_t num_dst, bool bipartite) {
   types.num_node_types = resolve_count(types.num_node_types, types.node_type, "num_node_types");
-  if (types.num_node_types == 0) return;
-  const int64_t n = bipartite ? num_src : num_dst;
-  if (static_cast<int64_t>(types.node_type.size()) != n)
-    SEASTAR_THROW(ValueError, "node_type has ", types.node_type.size(), " entries but the graph has ", n,
-                  bipartite ? " sources (a bipartite graph's node types are its sources')" : " nodes");
-  if (bipartite && num_dst > num_src)
-    SEASTAR_THROW(ValueError, "node types on a bipartite graph need every destination to be a source (destination i "
-                  "is source i, as in a sampled block): num_dst=", num_dst, " > num_src=", num_src);
-  check_ids(types.node_type, types.num_node_types, "node_type", "num_node_types");
+  if (types.num_node_types > 0) {
+    const int64_t n = bipartite ? num_src : num_dst;
+    if (static_cast<int64_t>(types.node_type.size()) != n)
+      SEASTAR_THROW(ValueError, "node_type has ", types.node_type.size(), " entries but the graph has ", n,
+                    bipartite ? " sources (a bipartite graph's node types are its sources')" : " nodes");
+    if (bipartite && num_dst > num_src)
+      SEASTAR_THROW(ValueError, "node types on a bipartite graph need every destination to be a source (destination "
+                    "i is source i, as in a sampled block): num_dst=", num_dst, " > num_src=", num_src);
+  }
+  check_ids(types.node_type, types.num_node_types, "node_type", "num_node_types");  // negative ids, inferred count 0
 }
 
 /// Centres by decreasing degree, ties by id: a counting sort over degrees, O(N + max degree)
