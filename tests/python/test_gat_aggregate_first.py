@@ -10,23 +10,12 @@ import torch
 import torch.nn.functional as F
 
 import seastar as ss
+from blocks import hazard_blocks
 
 TOL = dict(rtol=1e-10, atol=1e-10)
 
 
-def _blocks():
-    g = torch.Generator().manual_seed(7)
-    ns, nd = 14, 5
-    random = torch.stack([torch.randint(0, ns, (45,), generator=g), torch.randint(0, nd, (45,), generator=g)])
-    return [
-        ("random", random, ns, nd),
-        ("isolated_and_repeated", torch.tensor([[5, 5, 5, 6, 7, 0, 1, 8, 9, 10], [0, 0, 0, 0, 1, 1, 2, 2, 2, 2]]), 11, 4),
-        ("hub", torch.tensor([[9] * 12 + [0, 1, 2] + [3, 4], [1] * 12 + [0, 1, 2] + [0, 2]]), 10, 3),
-        ("no_edges", torch.zeros(2, 0, dtype=torch.long), 6, 3),
-    ]
-
-
-BLOCKS = _blocks()
+BLOCKS = hazard_blocks()
 
 
 def _randomise(conv, seed):

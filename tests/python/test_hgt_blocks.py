@@ -14,28 +14,13 @@ import torch
 import torch.nn.functional as F
 
 import seastar as ss
+from blocks import hazard_blocks
 
 T, R = 3, 3  # node types, relations
 TOL = dict(rtol=1e-10, atol=1e-10)
 
 
-def _blocks():
-    """(name, edge_index, num_src, num_dst): the hazards of a sampled block."""
-    g = torch.Generator().manual_seed(11)
-    ns, nd = 12, 5
-    random = torch.stack([torch.randint(0, ns, (40,), generator=g), torch.randint(0, nd, (40,), generator=g)])
-    return [
-        ("random", random, ns, nd),
-        # destination 3 has no in-edge; destination 0 has one neighbour three times (with replacement)
-        ("isolated_and_repeated", torch.tensor([[5, 5, 5, 6, 7, 0, 1, 8, 9, 10], [0, 0, 0, 0, 1, 1, 2, 2, 2, 2]]), 11, 4),
-        # a hub source sends every edge to one destination; self loops at destinations
-        ("hub", torch.tensor([[9] * 12 + [0, 1, 2] + [3, 4], [1] * 12 + [0, 1, 2] + [0, 2]]), 10, 3),
-        ("no_edges", torch.zeros(2, 0, dtype=torch.long), 6, 3),
-        ("square_sizes", torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]]), 4, 4),
-    ]
-
-
-BLOCKS = _blocks()
+BLOCKS = hazard_blocks()
 
 
 def _types(n, k, seed):
