@@ -88,12 +88,10 @@ LoweredProgram Program::lower(const Graph& graph, const Tensors& tensors) const 
 
 std::vector<torch::Tensor> Program::operator()(const Graph& graph, const Tensors& tensors) const {
   check_call(name(), graph, tensors);
-  const TensorInfos infos = infos_of(tensors);  // once per call: the cache key and the checks read it
-  auto sig = signature(graph, tensors, infos);
-  sig->check(name(), graph, infos);
-  const std::string why = sig->unsupported(infos);
-  if (!why.empty()) SEASTAR_THROW(NotImplementedError, name(), ": ", why);
-  return sig->run(graph, tensors);
+  const PreparedCall call = impl_->core.prepare(graph, infos_of(tensors), [&] { return trace(graph, tensors); });
+  if (call.misfit) std::rethrow_exception(call.misfit);
+  if (!call.unsupported.empty()) SEASTAR_THROW(NotImplementedError, name(), ": ", call.unsupported);
+  return call.signature->run(graph, tensors);
 }
 
 torch::Tensor Program::call(const Graph& graph, const Tensors& tensors) const {

@@ -197,6 +197,22 @@ std::shared_ptr<const Signature> ProgramCore::signature(const Graph& graph, cons
   return made;
 }
 
+PreparedCall ProgramCore::prepare(const Graph& graph, const TensorInfos& infos, const Tracer& trace) {
+  PreparedCall call;
+  call.signature = signature(graph, infos, trace);
+  try {
+    call.signature->check(name_, graph, infos);
+  } catch (const ValueError&) {
+    call.misfit = std::current_exception();
+    return call;
+  } catch (const TypeError&) {
+    call.misfit = std::current_exception();
+    return call;
+  }
+  call.unsupported = call.signature->unsupported(infos);
+  return call;
+}
+
 size_t ProgramCore::num_traces() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return num_traces_;

@@ -12,6 +12,7 @@
 
 #include <torch/types.h>
 
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -78,6 +79,17 @@ class Signature {
   mutable std::shared_ptr<FusedProgram> kernels_;
 };
 
+/// What one call of a program needs before it runs, from one description of its tensors.
+struct PreparedCall {
+  std::shared_ptr<const Signature> signature;
+  /// Why the fused kernels cannot run these tensors (their device, dtype, this build, or what
+  /// the program computes); empty when they can.
+  std::string unsupported;
+  /// The tensors' ValueError / TypeError against the graph and the signature, if any: returned,
+  /// not thrown, so that each front end raises it its own way (Python names the calling line).
+  std::exception_ptr misfit;
+};
+
 /// The trace cache of one program. Thread-safe: concurrent calls meeting a new signature trace
 /// it once (the tracer runs under the cache's lock; a caller whose tracer needs another lock, as
 /// Python's needs the GIL, must not hold it while it waits here: the binding releases the GIL).
@@ -93,6 +105,10 @@ class ProgramCore {
   /// a loader reuses one trace): each tensor's name, rank, feature shape (all but its first
   /// axis), dtype and requires_grad, and the graph's kind and type counts do.
   std::shared_ptr<const Signature> signature(const Graph& graph, const TensorInfos& infos, const Tracer& trace);
+  /// Every call starts here, in both front ends: the signature (traced and lowered on a miss;
+  /// their errors are thrown), the check of the tensors against it (returned as `misfit`), and
+  /// whether the fused kernels can run them. Then the call runs Signature::run, or falls back.
+  PreparedCall prepare(const Graph& graph, const TensorInfos& infos, const Tracer& trace);
   /// How many signatures have been traced and kept (the size of the trace cache).
   size_t num_traces() const;
 

@@ -38,11 +38,6 @@ def _program(compiled) -> "_C.FusedProgram":
     return compiled.kernels
 
 
-def why_unavailable(compiled, tensors) -> str:
-    """Why the fused kernels cannot run this call (device, dtype, build, program); empty if they can."""
-    return compiled.unsupported(tensors)
-
-
 class FallbackWarning(UserWarning):
     """A program ran on the reference backend (plain torch ops, slower, more memory) because the
     fused kernels cannot run it; shown once per program and reason."""
@@ -51,10 +46,10 @@ class FallbackWarning(UserWarning):
 _warned = set()
 
 
-def available(compiled, tensors, backend: str = "auto") -> bool:
-    """Whether the fused kernels run this call; with ``backend="auto"``, a program that falls
-    back to the reference backend says so once (a FallbackWarning, and the "seastar" logger)."""
-    why = why_unavailable(compiled, tensors)
+def available(compiled, why: str, backend: str = "auto") -> bool:
+    """Whether the fused kernels run a call, given why they cannot (``ProgramCore.prepare``'s
+    answer; empty: they can); with ``backend="auto"``, a program that falls back to the
+    reference backend says so once (a FallbackWarning, and the "seastar" logger)."""
     if why and backend == "auto":
         name = compiled.lowered.name
         if "no CUDA backend" in why:

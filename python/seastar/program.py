@@ -93,6 +93,17 @@ class VertexProgram:
         keyed by what changes the code, never by vertex or edge counts (see _C.ProgramCore)."""
         return self._core.signature(graph._g, tensors, lambda: self._trace_for_cache(graph, tensors))
 
+    def _prepare(self, graph: Graph, tensors) -> Tuple["_C.Signature", str]:
+        """``(signature, why the fused kernels cannot run these tensors or "")`` from one call into
+        the orchestrator (``_C.ProgramCore.prepare``: traced and lowered on a miss, the tensors
+        checked); a misfit of the tensors is raised here, naming the calling line as trace errors do."""
+        compiled, why, kind, message = self._core.prepare(graph._g, tensors,
+                                                          lambda: self._trace_for_cache(graph, tensors))
+        if kind is not None:
+            file, line = _user_location()
+            raise (TypeError if kind == "TypeError" else ValueError)(f"{file}:{line}: {message}")
+        return compiled, why
+
     def _trace_for_cache(self, graph: Graph, tensors) -> "_C.Module":
         t0 = time.perf_counter()
         module = self.trace(graph, **tensors)
@@ -116,18 +127,13 @@ class VertexProgram:
             return torch_ops.call_program(self, graph, backend or self.backend, tensors)
         if torch.jit.is_tracing():
             raise RuntimeError(f"{self.name}: {JIT_TRACE_MESSAGE}")
-        compiled = self._compiled(graph, tensors)
-        try:
-            compiled.check(self.name, graph._g, tensors)
-        except (TypeError, ValueError) as e:  # name the calling line, as trace errors do
-            file, line = _user_location()
-            raise type(e)(f"{file}:{line}: {e}") from None
+        compiled, why = self._prepare(graph, tensors)
         backend = backend or self.backend
         from . import fused  # late import: the fused runtime is optional for tracing and tests
-        if backend in ("auto", "fused") and fused.available(compiled, tensors, backend):
+        if backend in ("auto", "fused") and fused.available(compiled, why, backend):
             outs = fused.run(compiled, graph, tensors)
         elif backend == "fused":
-            raise NotImplementedError(fused.why_unavailable(compiled, tensors))
+            raise NotImplementedError(why)
         else:
             outs = _ReferenceFunction.apply(compiled, graph, *compiled.bind(graph._g, tensors))
         return outs[0] if len(outs) == 1 else tuple(outs)

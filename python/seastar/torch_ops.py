@@ -201,12 +201,11 @@ def program_signature(graph: Graph, program_uid: int, metas: Tuple, backend: str
 
     program = PROGRAMS[program_uid]
     tensors = {name: TensorMeta(shape, dtype, device, rg) for name, shape, dtype, device, rg in metas}
-    compiled = program._compiled(graph, tensors)
-    compiled.check(program.name, graph._g, tensors)
-    if backend in ("auto", "fused") and fused.available(compiled, tensors, backend):
+    compiled, why = program._prepare(graph, tensors)
+    if backend in ("auto", "fused") and fused.available(compiled, why, backend):
         use_fused = True
     elif backend == "fused":
-        raise NotImplementedError(fused.why_unavailable(compiled, tensors))
+        raise NotImplementedError(why)
     else:
         use_fused = False
     names = tuple(compiled.names)

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 #include <torch/python.h>
 
+#include "core/util/errors.h"
 #include "kernels/fused_program.h"
 #include "kernels/program_core.h"
 #include "python/src/bindings.h"
@@ -64,7 +65,29 @@ void bind_program(py::module_& m) {
         py::gil_scoped_release unlocked;
         return std::const_pointer_cast<Signature>(p.signature(g, infos, trace));
       }, py::arg("graph"), py::arg("tensors"), py::arg("trace"),
-           "The signature of these tensors; on a miss, trace() gives the module to lower.");
+           "The signature of these tensors; on a miss, trace() gives the module to lower.")
+      .def("prepare", [](ProgramCore& p, const Graph& g, const py::dict& tensors,
+                         const std::function<ir::Module()>& trace) {
+        const TensorInfos infos = infos_of(tensors);
+        PreparedCall call;
+        {
+          py::gil_scoped_release unlocked;  // as in signature(): the tracer takes the GIL back
+          call = p.prepare(g, infos, trace);
+        }
+        py::object kind = py::none(), message = py::none();
+        if (call.misfit) {
+          try {
+            std::rethrow_exception(call.misfit);
+          } catch (const TypeError& e) {
+            kind = py::str("TypeError"), message = py::str(e.what());
+          } catch (const ValueError& e) {
+            kind = py::str("ValueError"), message = py::str(e.what());
+          }
+        }
+        return py::make_tuple(std::const_pointer_cast<Signature>(call.signature), call.unsupported, kind, message);
+      }, py::arg("graph"), py::arg("tensors"), py::arg("trace"),
+           "One call's preparation: (signature, why the fused kernels cannot run these tensors or '', the kind and "
+           "message of the tensors' misfit or None, None). Trace and lowering errors are raised.");
 }
 
 }  // namespace seastar::python
