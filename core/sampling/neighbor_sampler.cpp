@@ -1,8 +1,11 @@
 /** \file Neighbour sampling: per-destination counts and draws in parallel, then one relabelling pass. */
 #include "core/sampling/neighbor_sampler.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/util/errors.h"
@@ -125,6 +128,45 @@ int64_t count_without_drawing(int64_t deg, int64_t fanout, const SamplerOptions&
   return o.replace ? fanout : std::min(fanout, deg);
 }
 
+/// The relabelling of step 3 over the team: each new source's first slot by an atomic minimum,
+/// then the new sources ranked by that slot (a prefix sum), so the ids are the sequential loop's.
+/// `local` holds the destinations' ids and -1 elsewhere; on return it holds every source's id.
+void relabel_in_parallel(SampledBlock& blk, std::vector<int64_t>& local, int64_t num_nodes) {
+  static thread_local std::vector<int64_t> first;  // the first slot of each vertex, INT64_MAX when unseen
+  if (static_cast<int64_t>(first.size()) < num_nodes)
+    first.assign(static_cast<size_t>(num_nodes), std::numeric_limits<int64_t>::max());
+  const int64_t E = static_cast<int64_t>(blk.src.size()), D = blk.num_dst;
+  int64_t* first_slot = first.data();
+  const int64_t* ids = local.data();
+#pragma omp parallel for schedule(dynamic, 4096)  // dynamic: a busy core takes fewer chunks
+  for (int64_t k = 0; k < E; ++k) {
+    const int64_t u = blk.src[k];
+    if (ids[u] >= 0) continue;  // a destination: already numbered
+    int64_t seen = __atomic_load_n(&first_slot[u], __ATOMIC_RELAXED);
+    while (k < seen && !__atomic_compare_exchange_n(&first_slot[u], &seen, k, true, __ATOMIC_RELAXED,
+                                                    __ATOMIC_RELAXED)) {
+    }
+  }
+  std::vector<int64_t> rank(E + 1, 0);  // rank[k]: new sources whose first slot is before k
+#pragma omp parallel for schedule(dynamic, 4096)
+  for (int64_t k = 0; k < E; ++k) {
+    const int64_t u = blk.src[k];
+    rank[k + 1] = ids[u] < 0 && first_slot[u] == k;
+  }
+  std::partial_sum(rank.begin(), rank.end(), rank.begin());
+  blk.src_nodes.resize(static_cast<size_t>(D + rank[E]));
+#pragma omp parallel for schedule(dynamic, 4096)
+  for (int64_t k = 0; k < E; ++k) {
+    if (rank[k + 1] == rank[k]) continue;
+    const int64_t u = blk.src[k];
+    blk.src_nodes[D + rank[k]] = u;
+    local[u] = D + rank[k];
+    first_slot[u] = std::numeric_limits<int64_t>::max();  // reset for the next hop (only this slot wrote it)
+  }
+#pragma omp parallel for schedule(dynamic, 4096)
+  for (int64_t k = 0; k < E; ++k) blk.src[k] = local[blk.src[k]];
+}
+
 /// One hop: the draws of every destination of `frontier`, in two parallel passes (count, then
 /// draw again into the block's flat arrays: the draws are a pure function of (seed, hop, vertex),
 /// so both passes take the same neighbours), then the relabelling.
@@ -205,23 +247,26 @@ SampledBlock sample_hop(const GraphData& g, const std::vector<int64_t>& frontier
       });
     }
   }
-  // 3. relabel in slot order (sequential, so ids do not depend on the thread count):
-  // destinations first, then each new source where it first appears. global -> local ids live
-  // in a per-thread array over the graph's vertices, reset after use (only the touched entries),
-  // cheaper than a hash map; its reads are random, so they are prefetched a few edges ahead.
+  // 3. relabel: destinations first, then each new source in the order of its first slot, so ids
+  // do not depend on the thread count. global -> local ids live in a per-thread array over the
+  // graph's vertices, reset after use (only the touched entries), cheaper than a hash map.
   blk.src_nodes = frontier;
   static thread_local std::vector<int64_t> local;
   if (static_cast<int64_t>(local.size()) < g.num_nodes()) local.assign(static_cast<size_t>(g.num_nodes()), -1);
   for (int64_t i = 0; i < D; ++i) local[frontier[i]] = i;
-  constexpr int64_t kAhead = 16;
-  for (int64_t k = 0; k < E; ++k) {
-    if (k + kAhead < E) __builtin_prefetch(&local[blk.src[k + kAhead]]);
-    const int64_t u = blk.src[k];
-    if (local[u] < 0) {
-      local[u] = static_cast<int64_t>(blk.src_nodes.size());
-      blk.src_nodes.push_back(u);
+  if (parallel && E >= (1 << 16) && omp_get_max_threads() > 1) {
+    relabel_in_parallel(blk, local, g.num_nodes());
+  } else {
+    constexpr int64_t kAhead = 16;  // the reads of `local` are random: prefetched a few edges ahead
+    for (int64_t k = 0; k < E; ++k) {
+      if (k + kAhead < E) __builtin_prefetch(&local[blk.src[k + kAhead]]);
+      const int64_t u = blk.src[k];
+      if (local[u] < 0) {
+        local[u] = static_cast<int64_t>(blk.src_nodes.size());
+        blk.src_nodes.push_back(u);
+      }
+      blk.src[k] = local[u];
     }
-    blk.src[k] = local[u];
   }
   for (int64_t u : blk.src_nodes) local[u] = -1;
   return blk;

@@ -54,7 +54,7 @@ torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& idx) {
   const int64_t m = static_cast<int64_t>(rows.size());
   // the calling thread's OpenMP threads (the sampler's convention): torch.set_num_threads on the
   // main thread; a loader thread's own default
-#pragma omp parallel for schedule(static) if (m * static_cast<int64_t>(row_bytes) >= (1 << 20))
+#pragma omp parallel for schedule(dynamic, 512) if (m * static_cast<int64_t>(row_bytes) >= (1 << 20))
   for (int64_t k = 0; k < m; ++k) {
     if (k + kAhead < m) {
       const char* next = src + rows[k + kAhead] * row_bytes;

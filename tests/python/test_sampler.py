@@ -71,21 +71,25 @@ def test_all_neighbours():
     assert sorted(b.edge_ids[0].tolist()) == list(range(graph.num_edges))
 
 
-def test_same_seed_same_batches_at_any_thread_count():
-    graph, _, _ = _graph(n=500, e=8000)
-    seeds = torch.randperm(500, generator=torch.Generator().manual_seed(1))[:200]
+@pytest.mark.parametrize("n, e, num_seeds, fanouts", [(500, 8000, 200, [4, 3]), (20000, 400000, 4000, [25, 20])],
+                         ids=["small", "parallel_relabel"])  # a hop of >= 65536 edges relabels on the team
+def test_same_seed_same_batches_at_any_thread_count(n, e, num_seeds, fanouts):
+    graph, _, _ = _graph(n=n, e=e)
+    seeds = torch.randperm(n, generator=torch.Generator().manual_seed(1))[:num_seeds]
     old = torch.get_num_threads()
     try:
         runs = []
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            b = sample_blocks(graph, seeds, [4, 3], seed=99)
+            b = sample_blocks(graph, seeds, fanouts, seed=99)
             runs.append([(bl.edge_index, n, e) for bl, n, e in zip(b.blocks, b.src_nodes, b.edge_ids)])
     finally:
         torch.set_num_threads(old)
     for (ea, na, ia), (eb, nb, ib) in zip(*runs):
         assert torch.equal(ea, eb) and torch.equal(na, nb) and torch.equal(ia, ib)
-    other = sample_blocks(graph, seeds, [4, 3], seed=100)
+    if fanouts[-1] * num_seeds >= 1 << 16:
+        assert b.blocks[-1].num_edges >= 1 << 16
+    other = sample_blocks(graph, seeds, fanouts, seed=100)
     assert not torch.equal(other.edge_ids[-1], runs[0][-1][2])
 
 
