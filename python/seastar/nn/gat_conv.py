@@ -240,9 +240,11 @@ class GATConv(nn.Module):
         value (the projection is linear), cheaper when a graph has many more sources than
         destinations, as a sampled block has. ``self.aggregate_first`` (True / False) overrides
         the cost model (multiply-adds, an edge's counted ``EDGE_COST`` times a GEMM's)."""
+        if x_src.is_sparse or x_src.dim() != 2:  # the program reads dense rows
+            return False
         if self.aggregate_first is not None:
             return bool(self.aggregate_first)
-        if not isinstance(edge_index, Graph) or x_src.is_sparse or x_src.dim() != 2:
+        if not isinstance(edge_index, Graph):
             return False
         ns, nd = edge_index.num_src, edge_index.num_dst
         E = edge_index.num_edges + (min(ns, nd) if self.add_self_loops else 0)
