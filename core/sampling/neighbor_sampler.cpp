@@ -138,6 +138,9 @@ void relabel_in_parallel(SampledBlock& blk, std::vector<int64_t>& local, int64_t
   const int64_t E = static_cast<int64_t>(blk.src.size()), D = blk.num_dst;
   int64_t* first_slot = first.data();
   const int64_t* ids = local.data();
+  // every allocation before `first` is written: nothing below throws with it half set
+  std::vector<int64_t> rank(E + 1, 0);  // rank[k]: new sources whose first slot is before k
+  blk.src_nodes.reserve(static_cast<size_t>(D + E));
 #pragma omp parallel for schedule(dynamic, 4096)  // dynamic: a busy core takes fewer chunks
   for (int64_t k = 0; k < E; ++k) {
     const int64_t u = blk.src[k];
@@ -147,7 +150,6 @@ void relabel_in_parallel(SampledBlock& blk, std::vector<int64_t>& local, int64_t
                                                     __ATOMIC_RELAXED)) {
     }
   }
-  std::vector<int64_t> rank(E + 1, 0);  // rank[k]: new sources whose first slot is before k
 #pragma omp parallel for schedule(dynamic, 4096)
   for (int64_t k = 0; k < E; ++k) {
     const int64_t u = blk.src[k];
