@@ -193,24 +193,26 @@ class NeighborLoader:
         yield from self._iter_prefetched(epoch, batches)
 
     def _iter_prefetched(self, epoch: int, batches):
-        q: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        # `prefetch` slots: the producer takes one before it samples a batch and the training
+        # loop gives it back when it takes that batch, so at most `prefetch` batches exist beside
+        # the one being trained on (a bounded queue alone lets one more wait in the producer)
+        q: queue.Queue = queue.Queue()
+        slots = threading.Semaphore(self.prefetch)
         stop = threading.Event()
         done = object()
 
         def produce():
             try:
                 for i, s in enumerate(batches):
+                    while not slots.acquire(timeout=0.1):
+                        if stop.is_set():
+                            return
                     if stop.is_set():
                         return
                     t0 = time.perf_counter()
                     item = self._make(epoch, i, s)
                     self.stats["sample_s"] += time.perf_counter() - t0
-                    while not stop.is_set():
-                        try:
-                            q.put(item, timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
+                    q.put(item)
                 q.put(done)
             except BaseException as exc:  # handed to the consumer, which re-raises it
                 q.put(exc)
@@ -226,15 +228,12 @@ class NeighborLoader:
                     return
                 if isinstance(item, BaseException):
                     raise item
+                slots.release()
                 yield item
+                del item  # the batch trained on is not kept while the next one is awaited
         finally:
             stop.set()
-            while worker.is_alive():  # unblock a producer waiting on a full queue
-                try:
-                    q.get_nowait()
-                except queue.Empty:
-                    pass
-                worker.join(timeout=0.05)
+            worker.join()
 
 
 def layerwise_inference(layers: Sequence, graph: Graph, x: torch.Tensor, batch_size: int = 4096,
