@@ -87,7 +87,9 @@ def run(cfg: dict) -> dict:
     def loader(seeds, shuffle, seed):
         torch.manual_seed(seed)
         if impl == "dgl":
-            sampler = dgl.dataloading.NeighborSampler(cfg["fanouts"])
+            # DGL lists fanouts from the input layer to the output layer; seastar and PyG from the
+            # seeds outwards (num_neighbors[0] is the seeds' fanout): the same sampling reversed
+            sampler = dgl.dataloading.NeighborSampler(list(reversed(cfg["fanouts"])))
             return dgl.dataloading.DataLoader(g, seeds, sampler, batch_size=cfg["batch_size"], shuffle=shuffle,
                                               drop_last=False, num_workers=0)
         return NeighborLoader(data, num_neighbors=cfg["fanouts"], batch_size=cfg["batch_size"], input_nodes=seeds,

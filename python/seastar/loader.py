@@ -17,6 +17,7 @@ waited for them.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -203,6 +204,9 @@ class NeighborLoader:
 
         def produce():
             try:
+                # sample on the cores training leaves free (at least one): an OpenMP team as wide as
+                # the machine would take the cores of the training step it runs beside
+                _C.set_local_threads(max(1, _cores() - torch.get_num_threads()))
                 for i, s in enumerate(batches):
                     while not slots.acquire(timeout=0.1):
                         if stop.is_set():
@@ -234,6 +238,13 @@ class NeighborLoader:
         finally:
             stop.set()
             worker.join()
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def layerwise_inference(layers: Sequence, graph: Graph, x: torch.Tensor, batch_size: int = 4096,

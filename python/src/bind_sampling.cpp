@@ -1,5 +1,6 @@
 /** \file Python binding of the neighbour sampler: blocks as bipartite seastar::Graphs. */
 #include <pybind11/stl.h>
+#include <omp.h>
 #include <torch/python.h>
 
 #include <algorithm>
@@ -126,6 +127,14 @@ void bind_sampling(py::module_& m) {
   m.def("sbm_node_classification", &sbm, py::arg("num_nodes"), py::arg("avg_degree"), py::arg("num_classes"),
         py::arg("homophily"), py::arg("seed"),
         "A degree-corrected stochastic block model graph and its labels: (Graph, labels).");
+  m.def("set_local_threads", [](int n) {
+    if (n < 1) SEASTAR_THROW(ValueError, "set_local_threads needs n >= 1, got ", n);
+    omp_set_num_threads(n);
+  }, py::arg("n"),
+        "The OpenMP threads of the parallel regions the calling thread starts from now on (sampling, "
+        "gathering); other threads keep theirs (torch.set_num_threads sets torch's own, for every thread).");
+  m.def("local_threads", [] { return omp_get_max_threads(); },
+        "The OpenMP threads of the parallel regions the calling thread would start now.");
   m.def("gather_rows", &gather_rows, py::arg("x"), py::arg("idx"),
         "x[idx] along dim 0 (a CPU tensor with contiguous rows: copied without the GIL, rows prefetched; "
         "anything else: index_select).");

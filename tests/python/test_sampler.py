@@ -251,3 +251,37 @@ def test_gather_rows_falls_back_to_index_select():
     emb = torch.randn(7, 3, requires_grad=True)
     ss._C.gather_rows(emb, idx).sum().backward()
     assert torch.equal(emb.grad[:, 0], torch.tensor([0., 2., 0., 0., 0., 0., 1.]))
+
+
+def test_the_loader_thread_samples_on_the_cores_training_leaves():
+    """set_local_threads changes the OpenMP team of the calling thread only; the loader's thread
+    takes the cores that training's threads leave (at least one)."""
+    import threading
+    main_before = ss._C.local_threads()
+    seen = []
+
+    def other():
+        ss._C.set_local_threads(1)
+        seen.append(ss._C.local_threads())
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert seen == [1] and ss._C.local_threads() == main_before
+    with pytest.raises(ValueError, match="n >= 1"):
+        ss._C.set_local_threads(0)
+    from seastar import loader
+    graph, _, _ = _graph()
+    widths = []
+    real = ss._C.sample_neighbors
+
+    def recording(*args, **kwargs):
+        widths.append(ss._C.local_threads())
+        return real(*args, **kwargs)
+
+    ss._C.sample_neighbors = recording
+    try:
+        list(NeighborLoader((graph, None, None), num_neighbors=[2], batch_size=30, prefetch=1))
+    finally:
+        ss._C.sample_neighbors = real
+    assert widths and set(widths) == {max(1, loader._cores() - torch.get_num_threads())}
