@@ -54,7 +54,7 @@ torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& idx) {
   const size_t lines = std::min<size_t>((row_bytes + 63) / 64, 8);  // the first 512 bytes of a row
   const int64_t m = static_cast<int64_t>(rows.size());
   // the calling thread's OpenMP threads (the sampler's convention): torch.set_num_threads on the
-  // main thread; a loader thread's own default
+  // main thread; on the loader's thread, what it set with set_local_threads
 #pragma omp parallel for schedule(dynamic, 512) if (m * static_cast<int64_t>(row_bytes) >= (1 << 20))
   for (int64_t k = 0; k < m; ++k) {
     if (k + kAhead < m) {
