@@ -12,6 +12,7 @@
 #include "core/util/file_names.h"
 #include "core/util/errors.h"
 #include "core/util/log.h"
+#include "kernels/cuda_image_key.h"
 #include "kernels/kernel_cache.h"
 #include "kernels/nvrtc_library.h"
 #include "seastar_device_headers.h"  // generated from kernels/device/*.cuh (and the emulator)
@@ -138,7 +139,16 @@ CudaBinary compile_cuda(const std::string& source, const std::string& name, int 
   b.path = base + (cubin ? ".cubin" : ".ptx");
   std::string why;
   cache::Entry entry;
-  const cache::Found found = cache::read_entry(b.path, key, &entry, &why);
+  cache::Found found = cache::read_entry(b.path, key, &entry, &why);
+  if (found == cache::Found::hit) {
+    // the trailer vouches for the file; the code itself must come from this key's source
+    const std::string carried = image_key(entry.object, b.is_ptx);
+    if (carried != key) {
+      found = cache::Found::bad;
+      why = carried.empty() ? std::string("its code carries no ") + kImageKeySymbol
+                            : "its code was built for key " + carried;
+    }
+  }
   if (found == cache::Found::hit) {
     b.cache_hit = true;
     b.image = std::move(entry.object);
@@ -148,7 +158,10 @@ CudaBinary compile_cuda(const std::string& source, const std::string& name, int 
   } else {
     if (found == cache::Found::bad) log::warn("kernel cache entry " + b.path + " is unusable (" + why + "): rebuilding it");
     try {
-      nvrtc_build(lib, source, name, options, headers, &b);
+      nvrtc_build(lib, source + image_key_definition(key), name, options, headers, &b);
+      if (image_key(b.image, b.is_ptx) != key)
+        SEASTAR_THROW(CompileError, "NVRTC ", lib.version, "'s image of '", name, "' (", b.target,
+                      ") does not carry its key in ", kImageKeySymbol, ": it would never be found in the cache");
       // the log rides in the entry's trailer: the register report of a cached cubin
       cache::write_entry(b.path, key, b.image, {{"log", b.log}, {"nvrtc", lib.version}, {"target", b.target}});
     } catch (...) {

@@ -3,7 +3,8 @@
  * compiles at load time, when this NVRTC does not know the architecture), cached on disk like
  * the host-compiler JIT (kernels/compiler.h): key = hash of the source, the device headers,
  * NVRTC's version, the options and the target; self-verifying entries written to a temporary
- * name and renamed, a damaged one rebuilt once with a warning (kernels/kernel_cache.h).
+ * name and renamed, a damaged one rebuilt once with a warning (kernels/kernel_cache.h). The image
+ * carries its key in its own code, read back before use (kernels/cuda_image_key.h).
  * Register use and spills of every kernel are read from ptxas's verbose report
  * (--ptxas-options=-v, part of NVRTC's log, kept in the entry) and logged.
  * libnvrtc is loaded at first use (kernels/nvrtc_library.h). Only built with SEASTAR_WITH_CUDA;

@@ -26,19 +26,22 @@ if not _ok:
 
 NAMES = ["truncated", "garbage", "directory", "swap_a", "swap_b", "intact"]
 SCRIPT = """
-import json, seastar as ss
+import json, sys, seastar as ss
 out = {}
-for i, name in enumerate(%r):
-    src = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] = %%d.0f * p[threadIdx.x]; }' %% (i + 1)
-    r = ss._C.nvrtc_compile(src, 80, name)
+for i, name in enumerate(sys.argv[2:]):
+    src = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] = %d.0f * p[threadIdx.x]; }' % (i + 1)
+    r = ss._C.nvrtc_compile(src, int(sys.argv[1]), name)
     out[name] = dict(hit=r["cache_hit"], size=r["size"], path=r["path"], kernels=r["kernels"])
 print(json.dumps(out))
-""" % NAMES
+"""
+# an architecture above every NVRTC's: PTX for the newest one it knows
+PTX_ARCH = 999
 
 
-def _run(cache: Path):
+def _run(cache: Path, names=NAMES, arch: int = 80):
     env = dict(os.environ, SEASTAR_CACHE_DIR=str(cache), SEASTAR_LOG_LEVEL="info", PYTHONPATH=os.pathsep.join(sys.path))
-    r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run([sys.executable, "-c", SCRIPT, str(arch), *names], env=env, capture_output=True, text=True,
+                       timeout=600)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr
 
@@ -71,6 +74,70 @@ def test_damaged_cubins_are_rebuilt_once(tmp_path):
     assert all(v["hit"] for v in again.values()) and "is unusable" not in err, err
     # the ptxas report rides in the entry: a cached cubin still knows its registers
     assert again["intact"]["kernels"] == cold["intact"]["kernels"] and cold["intact"]["kernels"][0]["registers"] > 0
+
+
+RESEALED = ["forged", "half", "noise", "no_symbol", "intact"]
+
+
+@pytest.mark.parametrize("arch", [80, PTX_ARCH], ids=["cubin", "ptx"])
+def test_an_image_resealed_under_another_key_is_rebuilt(tmp_path, arch):
+    """Valid trailers around the wrong code: another program's image (it would run on this
+    program's buffers), its own image cut in half or replaced by noise, an image without the key
+    symbol. Only the key the image carries in its code tells; reading it never crashes."""
+    cache = tmp_path / "kernels"
+    cold, _ = _run(cache, RESEALED, arch)
+    path = {n: Path(v["path"]) for n, v in cold.items()}
+    assert {p.suffix for p in path.values()} == {".ptx" if arch == PTX_ARCH else ".cubin"}
+    own = {n: cache_entries.split(p.read_bytes()) for n, p in path.items()}
+    keys = {n: cache_entries.key_of(p) for n, p in path.items()}
+    assert all(keys[n].encode() in own[n][0] for n in RESEALED)  # the image spells out its key
+
+    def reseal(name, obj):
+        path[name].write_bytes(cache_entries.seal(obj, keys[name], own[name][1]))
+
+    reseal("forged", own["intact"][0])
+    # half an image: a cubin's first half (its section table, at the end, is cut off), PTX's
+    # second half (its globals come first). A PTX image cut after its key still carries it: the
+    # trailer finds such damage, and the driver rejects the PTX with an error when it loads it.
+    image = own["half"][0]
+    reseal("half", image[len(image) // 2:] if arch == PTX_ARCH else image[: len(image) // 2])
+    reseal("noise", os.urandom(len(own["noise"][0])))
+    reseal("no_symbol", own["no_symbol"][0].replace(b"seastar_kernel_key", b"seastar_kernel_kez"))
+    warm, err = _run(cache, RESEALED, arch)
+    assert [n for n in RESEALED if not warm[n]["hit"]] == RESEALED[:-1], err
+    assert err.count("is unusable") == 4, err
+    assert f"its code was built for key {keys['intact']}" in err, err
+    assert err.count("its code carries no seastar_kernel_key") == 3, err
+    for n in RESEALED:
+        assert warm[n]["size"] == cold[n]["size"], n
+    cache_entries.check_dir(cache)
+    again, err = _run(cache, RESEALED, arch)
+    assert all(v["hit"] for v in again.values()) and "is unusable" not in err, err
+
+
+def test_reading_the_key_of_mangled_cubins_never_crashes(tmp_path):
+    """Cubins with bytes of their ELF header, section table and symbol table overwritten, each
+    resealed under its own key: the reader takes the key or finds none, and never reads out of
+    bounds (a crash would fail the run)."""
+    import random
+
+    names = [f"m{i}" for i in range(24)]
+    cache = tmp_path / "kernels"
+    cold, _ = _run(cache, names)
+    rng = random.Random(7)
+    for n in names:
+        p = Path(cold[n]["path"])
+        obj, fields = cache_entries.split(p.read_bytes())
+        data = bytearray(obj)
+        shoff = int.from_bytes(data[0x28:0x30], "little")
+        for _ in range(rng.randint(1, 6)):  # the header, the section table, or anywhere
+            at = rng.choice([rng.randrange(0x40), rng.randrange(shoff, len(data)), rng.randrange(len(data))])
+            data[at] = rng.choice([0, 0xFF, rng.randrange(256)])
+        p.write_bytes(cache_entries.seal(bytes(data), cache_entries.key_of(p), fields))
+    warm, err = _run(cache, names)
+    rebuilt = [n for n in names if not warm[n]["hit"]]
+    assert err.count("is unusable") == len(rebuilt), err
+    cache_entries.check_dir(cache)
 
 
 INTERRUPTED = """
