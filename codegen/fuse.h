@@ -21,10 +21,11 @@
  *                  the centre becomes that traversal's epilogue; the others get a final
  *                  per-vertex / per-edge / parameter map
  *   plan_buffers   (plan_buffers.cpp) inputs, outputs, aggregation results and stored values
- * Then, per float and index type, on first use: emit_cpu / emit_cuda (cpu_emitter.h,
- * cuda_emitter.h) and the compilers in kernels/ (FusedProgram). SEASTAR_DUMP_DIR receives
- * the GIR after each front-half pass (core/passes/pipeline.cpp), the plan of each direction
- * and every generated source (kernels/fused_program.cpp).
+ * Then, per variant (float type, index type, host or GPU) on its first call: emit (emit_cpu /
+ * emit_cuda, cpu_emitter.h, cuda_emitter.h) and compile (the host compiler or NVRTC), the
+ * steps of kernels/kernel_variant.h. SEASTAR_DUMP_DIR receives the GIR after each front-half
+ * pass (core/passes/pipeline.cpp), after each step of plan() and every generated source
+ * (the list: core/util/dumps.h).
  */
 #pragma once
 

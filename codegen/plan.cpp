@@ -1,7 +1,12 @@
 /** \file plan: the back half of lowering, step by step, each followed by its dump (the files
- * are listed in core/util/dumps.h); see fuse.h. Emission and compilation follow per dtype and
- * index variant on its first call (kernels/fused_program.cpp: codegen::emit_cpu / emit_cuda,
- * then the host compiler or NVRTC), dumping the source they compile. */
+ * are listed in core/util/dumps.h); see fuse.h.
+ *
+ *   1-lower-softmax -> 2-simplify -> 3-fuse -> 4-materialize -> 5-place-outputs (+ buffers)
+ *     here, once per program and direction;
+ *   6-emit -> 7-compile
+ *     kernels/kernel_variant.cpp, once per variant (float type, index type, host or GPU) on its
+ *     first call: each variant is different code, and emitting all of them with the plan would
+ *     compile code no call uses. */
 #include "codegen/fuse.h"
 #include "codegen/materialize.h"
 #include "core/passes/passes.h"

@@ -5,12 +5,11 @@
 
 #include <algorithm>
 
-#include "codegen/cpu_emitter.h"
 #include "codegen/launch_layout.h"
-#include "core/util/dumps.h"
 #include "core/util/errors.h"
 #include "core/util/log.h"
 #include "kernels/cuda_emulator.h"
+#include "kernels/kernel_variant.h"
 #include "kernels/worker_pool.h"
 #ifdef SEASTAR_WITH_CUDA
 #include "kernels/cuda_runtime.h"
@@ -34,20 +33,14 @@ bool FusedProgram::backward_reads(const std::string& name) const {
   return false;
 }
 
-std::string FusedProgram::source(const std::string& direction, torch::ScalarType dtype, torch::ScalarType index_dtype) {
-  if (!unsupported_.empty()) SEASTAR_THROW(NotImplementedError, unsupported_);
-  const Side& side = direction == "forward" ? fwd_ : bwd_;
-  codegen::EmitOptions o;
-  o.float_type = dtype == torch::kDouble ? "double" : "float";
-  o.index_type = index_dtype == torch::kInt ? "int32_t" : "int64_t";
-  o.name = lowered_.name + "." + direction;
-  return codegen::emit_cpu(side.plan, o);
-}
-
 namespace {
 
-std::string variant_name(torch::ScalarType dtype, torch::ScalarType index_dtype) {
-  return std::string(dtype == torch::kDouble ? "f64" : "f32") + (index_dtype == torch::kInt ? "_i32" : "_i64");
+kernels::Variant variant_of(torch::ScalarType dtype, torch::ScalarType index_dtype, bool emulate_cuda = false) {
+  kernels::Variant v;
+  v.f64 = dtype == torch::kDouble;
+  v.i64 = index_dtype != torch::kInt;
+  v.emulate_cuda = emulate_cuda;
+  return v;
 }
 
 /// The float type and device of a call: every bound float tensor agrees (a backward that reads no
@@ -110,6 +103,12 @@ std::string no_cuda_build_refusal(const std::string& device) {
          "the toolkit installed, move the tensors to the CPU, or use backend='reference'";
 }
 
+std::string FusedProgram::source(const std::string& direction, torch::ScalarType dtype, torch::ScalarType index_dtype) {
+  if (!unsupported_.empty()) SEASTAR_THROW(NotImplementedError, unsupported_);
+  const Side& side = direction == "forward" ? fwd_ : bwd_;
+  return kernels::emit_host_variant(side.plan, lowered_.name, direction, variant_of(dtype, index_dtype));
+}
+
 const codegen::CudaProgram& FusedProgram::cuda_program(const std::string& direction, torch::ScalarType dtype,
                                                        torch::ScalarType index_dtype) {
   if (!unsupported_.empty()) SEASTAR_THROW(NotImplementedError, unsupported_);
@@ -117,16 +116,10 @@ const codegen::CudaProgram& FusedProgram::cuda_program(const std::string& direct
     SEASTAR_THROW(ValueError, "direction must be 'forward' or 'backward', got '", direction, "'");
   Side& side = direction == "forward" ? fwd_ : bwd_;
   std::lock_guard<std::mutex> lock(cuda_mutex_);
-  const std::string variant = variant_name(dtype, index_dtype);
-  auto it = side.cuda.find(variant);
-  if (it == side.cuda.end()) {
-    codegen::EmitOptions o;
-    o.float_type = dtype == torch::kDouble ? "double" : "float";
-    o.index_type = index_dtype == torch::kInt ? "int32_t" : "int64_t";
-    o.name = lowered_.name + "." + direction;
-    it = side.cuda.emplace(variant, codegen::emit_cuda(side.plan, o)).first;
-    dumps::write(lowered_.name, dumps::source_file(direction, variant, ".cu"), it->second.source);
-  }
+  const kernels::Variant variant = variant_of(dtype, index_dtype);
+  auto it = side.cuda.find(variant.name());
+  if (it == side.cuda.end())  // 6-emit (kernels/kernel_variant.h); NVRTC compiles it at launch
+    it = side.cuda.emplace(variant.name(), kernels::emit_cuda_variant(side.plan, lowered_.name, direction, variant)).first;
   return it->second;
 }
 
@@ -201,23 +194,15 @@ std::vector<void*> FusedProgram::bind_buffers(const codegen::FusedPlan& plan, co
 
 kernels::CompiledKernel FusedProgram::cpu_kernel(Side& side, const std::string& direction, torch::ScalarType dtype,
                                                  torch::ScalarType index_dtype) {
-  const std::string& prog = lowered_.name;
   // SEASTAR_CUDA_EMULATE=1: the CUDA kernels, run by the host emulator (tests without a GPU)
-  const bool emulate = kernels::cuda_emulation_requested();
-  const std::string variant = variant_name(dtype, index_dtype) + (emulate ? "_cudaemu" : "");
-  kernels::CompiledKernel kernel;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = side.compiled.find(variant);
-    if (it == side.compiled.end()) {
-      std::string src = emulate ? kernels::emulated_cuda_source(cuda_program(direction, dtype, index_dtype))
-                                : source(direction, dtype, index_dtype);
-      dumps::write(prog, dumps::source_file(direction, variant, ".cpp"), src);
-      it = side.compiled.emplace(variant, kernels::compile_cpu(src, prog + "_" + direction + "_" + variant)).first;
-    }
-    kernel = it->second;
+  const kernels::Variant variant = variant_of(dtype, index_dtype, kernels::cuda_emulation_requested());
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = side.compiled.find(variant.name());
+  if (it == side.compiled.end()) {  // 6-emit, 7-compile (kernels/kernel_variant.h)
+    const std::string src = kernels::emit_host_variant(side.plan, lowered_.name, direction, variant);
+    it = side.compiled.emplace(variant.name(), kernels::compile_host_variant(src, lowered_.name, direction, variant)).first;
   }
-  return kernel;
+  return it->second;
 }
 
 std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& direction, const Graph& g,
@@ -244,7 +229,7 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
   if (device.is_cuda()) {
 #ifdef SEASTAR_WITH_CUDA
     const codegen::CudaProgram& cuda = cuda_program(direction, dtype, dg.index_dtype);
-    kernels::launch_cuda(cuda, prog + "_" + direction + "_" + variant_name(dtype, dg.index_dtype), device.index(), N, E, NS,
+    kernels::launch_cuda(cuda, prog + "_" + direction + "_" + variant_of(dtype, dg.index_dtype).name(), device.index(), N, E, NS,
                          graph_arrays, buffers.data());
 #endif
     return outputs;
