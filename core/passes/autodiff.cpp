@@ -186,6 +186,11 @@ class Differentiator {
       }
       case Op::log1p: accumulate(in(0), emit(Op::div, {g, emit(Op::add, {constant(1), in(0)})})); return;
       case Op::expm1: accumulate(in(0), mul(g, emit(Op::exp, {in(0)}))); return;
+      case Op::silu: {  // s + x s (1 - s), s = sigmoid(x)
+        int s = emit(Op::sigmoid, {in(0)});
+        accumulate(in(0), mul(g, mul(s, emit(Op::add, {constant(1), mul(in(0), emit(Op::sub, {constant(1), s}))}))));
+        return;
+      }
       case Op::fsum: case Op::fmean: {
         const Shape xs = m_.at(in(0)).shape;  // a copy: emit() may reallocate
         int gx = emit(Op::expand, {emit(Op::unsqueeze, {g})}, Group::None, 0, 0, xs);

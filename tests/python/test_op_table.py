@@ -35,6 +35,7 @@ TORCH = {
     "softplus": (lambda a: F.softplus(a, beta=2.0, threshold=1.5), (2.0, 1.5), "any"),
     "log1p": (torch.log1p, (), "above_minus_one"),
     "expm1": (torch.expm1, (), "any"),
+    "silu": (lambda a: a * torch.sigmoid(a), (), "any"),
     "maximum": (torch.maximum, (), "any"),
     "minimum": (torch.minimum, (), "any"),
 }
