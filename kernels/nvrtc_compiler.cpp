@@ -92,12 +92,13 @@ std::vector<std::pair<std::string, std::string>> device_headers() {
   return h;
 }
 
-CudaBinary compile_cuda(const std::string& source, const std::string& name, int arch) {
-  NvrtcLibrary& lib = nvrtc_library();
-  // the target: a cubin when NVRTC knows the architecture, else PTX for the newest one below it
-  // (the driver compiles PTX for the device when the module is loaded)
+namespace {
+
+/// The target for `arch`: a cubin when NVRTC knows the architecture, else PTX for the newest one
+/// below it (the driver compiles PTX for the device when the module is loaded).
+void choose_target(const NvrtcLibrary& lib, int arch, CudaBinary* b) {
   const std::vector<int>& archs = lib.archs;
-  bool cubin = std::find(archs.begin(), archs.end(), arch) != archs.end();
+  const bool cubin = std::find(archs.begin(), archs.end(), arch) != archs.end();
   int target = arch;
   if (!cubin) {
     auto below = std::find_if(archs.rbegin(), archs.rend(), [&](int a) { return a <= arch; });
@@ -109,13 +110,37 @@ CudaBinary compile_cuda(const std::string& source, const std::string& name, int 
     log::info("NVRTC " + lib.version + " does not know sm_" + std::to_string(arch) + ": emitting PTX for compute_" +
               std::to_string(target) + ", which the driver compiles when loading it");
   }
+  b->is_ptx = !cubin;
+  b->target = (cubin ? "sm_" : "compute_") + std::to_string(target);
+}
+
+/// The disk cache's entry at b->path for `key` into `b`: hit, missing, or bad with `why`. The
+/// trailer vouches for the file; the image's own key (cuda_image_key.h) for where its code came from.
+cache::Found read_cached(const std::string& key, CudaBinary* b, std::string* why) {
+  cache::Entry entry;
+  const cache::Found found = cache::read_entry(b->path, key, &entry, why);
+  if (found != cache::Found::hit) return found;
+  const std::string carried = image_key(entry.object, b->is_ptx);
+  if (carried != key) {
+    *why = carried.empty() ? std::string("its code carries no ") + kImageKeySymbol : "its code was built for key " + carried;
+    return cache::Found::bad;
+  }
+  b->image = std::move(entry.object);
+  b->log = entry.fields["log"];
+  b->kernels = parse_ptxas_report(b->log);
+  return found;
+}
+
+}  // namespace
+
+CudaBinary compile_cuda(const std::string& source, const std::string& name, int arch) {
+  NvrtcLibrary& lib = nvrtc_library();
   CudaBinary b;
-  b.is_ptx = !cubin;
-  b.target = (cubin ? "sm_" : "compute_") + std::to_string(target);
+  choose_target(lib, arch, &b);
   // 177/550: a value computed but unused in one kernel (generated code is shared by passes)
   std::vector<std::string> options = {"--gpu-architecture=" + b.target, "-std=c++17", "-lineinfo",
                                       "--diag-suppress=177,550"};
-  if (cubin) options.push_back("--ptxas-options=-v");
+  if (!b.is_ptx) options.push_back("--ptxas-options=-v");
   std::istringstream extra(extra_flags());
   for (std::string f; extra >> f;) options.push_back(f);
 
@@ -136,24 +161,11 @@ CudaBinary compile_cuda(const std::string& source, const std::string& name, int 
 
   const std::string base = cache::ensure_dir() + "/" + util::file_stem(name) + "-" + key;
   b.source_path = base + ".cu";
-  b.path = base + (cubin ? ".cubin" : ".ptx");
+  b.path = base + (b.is_ptx ? ".ptx" : ".cubin");
   std::string why;
-  cache::Entry entry;
-  cache::Found found = cache::read_entry(b.path, key, &entry, &why);
-  if (found == cache::Found::hit) {
-    // the trailer vouches for the file; the code itself must come from this key's source
-    const std::string carried = image_key(entry.object, b.is_ptx);
-    if (carried != key) {
-      found = cache::Found::bad;
-      why = carried.empty() ? std::string("its code carries no ") + kImageKeySymbol
-                            : "its code was built for key " + carried;
-    }
-  }
+  const cache::Found found = read_cached(key, &b, &why);
   if (found == cache::Found::hit) {
     b.cache_hit = true;
-    b.image = std::move(entry.object);
-    b.log = entry.fields["log"];
-    b.kernels = parse_ptxas_report(b.log);
     log::debug("nvrtc: " + name + " (" + b.target + ") from the cache: " + b.path);
   } else {
     if (found == cache::Found::bad) log::warn("kernel cache entry " + b.path + " is unusable (" + why + "): rebuilding it");
