@@ -7,6 +7,8 @@
 # compile at run time get the same -fsanitize flags through SEASTAR_CXXFLAGS. Extra arguments
 # go to ctest (e.g. -R KernelCache). Leak checking is off by default: LibTorch's static
 # allocations at exit would drown Seastar's; set ASAN_OPTIONS to choose.
+# SANITIZE_SCOPE=core is the budget CI runs (scripts/test.sh): only test_core (graph storage,
+# IR, passes, emitters, sampler, kernel cache, worker pool: no LibTorch to build), no pytest.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 SAN=${SEASTAR_SANITIZE:-address,undefined}
@@ -20,14 +22,19 @@ if [[ ! -f $SBUILD/CMakeCache.txt ]] || ! grep -q "SEASTAR_SANITIZE:STRING=$SAN\
     -DPython3_EXECUTABLE="$SEASTAR_PY" -DSEASTAR_SANITIZE="$SAN" -DSEASTAR_BUILD_EXAMPLES=OFF \
     ${SEASTAR_CMAKE_ARGS:-} > "$SBUILD/configure.log" 2>&1 || { cat "$SBUILD/configure.log" >&2; rm -rf "$SBUILD"; exit 1; }
 fi
-PYTESTS=${SANITIZE_PYTESTS-tests/python/test_graph_tensors.py tests/python/test_ties.py tests/python/test_sampler.py tests/python/test_kernel_cache.py tests/python/test_trace_errors.py tests/python/test_orchestrator.py}
-targets=(test_core test_runtime); [[ -n $PYTESTS ]] && targets+=(_C)
+PYTESTS=${SANITIZE_PYTESTS-tests/python/test_graph_tensors.py tests/python/test_ties.py tests/python/test_sampler.py tests/python/test_kernel_cache.py tests/python/test_nvrtc_cache.py tests/python/test_trace_errors.py tests/python/test_orchestrator.py}
+targets=(test_core test_runtime)
+labels=()
+if [[ ${SANITIZE_SCOPE:-full} == core ]]; then
+  targets=(test_core); labels=(-L core); PYTESTS=
+fi
+[[ -n $PYTESTS ]] && targets+=(_C)
 cmake --build "$SBUILD" -j "${SEASTAR_BUILD_JOBS:-$(nproc)}" --target "${targets[@]}"
 export SEASTAR_CXXFLAGS="${SEASTAR_CXXFLAGS:-} -fsanitize=$SAN -fno-sanitize-recover=all -fno-omit-frame-pointer"
 export SEASTAR_CACHE_DIR=${SEASTAR_CACHE_DIR:-$SBUILD/kernel-cache}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-(cd "$SBUILD" && ctest --output-on-failure "$@")
+(cd "$SBUILD" && ctest --output-on-failure "${labels[@]}" "$@")
 [[ -z $PYTESTS ]] && exit 0
 
 # the package as the checkout has it, with this build's extension and version file

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Every test: set up (install what is missing, build), then the C++ tests (ctest) and the
-# Python tests (pytest), including the PyG compatibility tests. Extra arguments go to pytest
-# (e.g. -k gat).
+# Every test: set up (install what is missing, build), then the C++ tests (ctest), the
+# Python tests (pytest), including the PyG compatibility tests, and the C++ core tests again
+# under AddressSanitizer and UndefinedBehaviorSanitizer (scripts/sanitize.sh's CI budget, a
+# build of its own in build-sanitize/; SEASTAR_SKIP_SANITIZE=1 skips it). Extra arguments go to
+# pytest (e.g. -k gat).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 # tests/compat compares seastar.nn with PyTorch Geometric (pure Python, pinned there; kept out of
@@ -23,3 +25,7 @@ echo "== C++ tests (ctest)"
 echo "== Python tests (pytest)"
 cd "$ROOT"
 "$SEASTAR_PY" -m pytest -q tests/python tests/compat "$@"
+if [[ -z ${SEASTAR_SKIP_SANITIZE:-} ]]; then
+  echo "== C++ core tests under -fsanitize=address,undefined (scripts/sanitize.sh, SANITIZE_SCOPE=core)"
+  SANITIZE_SCOPE=core bash "$ROOT/scripts/sanitize.sh"
+fi
