@@ -146,6 +146,7 @@ def run(cfg: dict) -> dict:
     else:
         warm = next(iter(loader(d["train_idx"], True, 2)))
         step(*unpack(warm))  # lazy formats, allocator pools: outside the timed epoch
+        del warm  # as the seastar side: no batch of the warm-up stays alive beside the epoch's
         convs.train()
         t0 = time.perf_counter()
         sample_s, compute_s, seeds, batches = timed_batches(iter(loader(d["train_idx"], True, 1)), nb, step)

@@ -242,6 +242,27 @@ def test_gather_rows_equals_index_select(x):
         ss._C.gather_rows(x, torch.tensor([1, 50]))
 
 
+def test_large_gathers_own_their_pages():
+    """A batch of 1 MB or more gets pages of its own (returned when it dies): the same values as
+    index_select, a tensor that outlives everything else and behaves as any other (views, in-place
+    writes, pickling), and many of them in a row."""
+    import pickle
+    x = torch.randn(20000, 64, dtype=torch.float64)
+    keep = []
+    for k in range(40):
+        idx = torch.randint(0, 20000, (3000 + 17 * k,), generator=torch.Generator().manual_seed(k))
+        out = ss._C.gather_rows(x, idx)
+        assert out.numel() * 8 >= 1 << 20 and out.is_contiguous()
+        assert torch.equal(out, x.index_select(0, idx))
+        if k % 10 == 0:
+            keep.append((idx, out[5:]))  # a view keeps the pages alive after `out` is dropped
+    del out
+    for idx, view in keep:
+        assert torch.equal(view, x.index_select(0, idx)[5:])
+    view.mul_(2)
+    assert torch.equal(pickle.loads(pickle.dumps(view)), x.index_select(0, idx)[5:] * 2)
+
+
 def test_gather_rows_falls_back_to_index_select():
     """Rows that are not contiguous, or a tensor autograd tracks (learned embeddings as the
     loader's x), go through index_select: the same values, and the gradient flows."""

@@ -104,10 +104,18 @@ class SAGEConv(nn.Module):
         else:
             out = self.lin_l(aggregate(agg, s, dense(x_src), weight, backend=self.backend))
         if self.lin_r is not None and x_dst is not None:
-            out = out + self.lin_r(x_dst)
+            out = self._add_root(out, x_dst)
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
         return batch.unfold(out) if batch is not None else out
+
+    def _add_root(self, out: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor:
+        """``out + lin_r(x_dst)``; for dense 2-D rows one ``addmm``, which writes a single
+        [num_dst, out] tensor where ``lin_r`` and the sum would allocate two (and read one back)."""
+        if x_dst.is_sparse or x_dst.dim() != 2 or out.dim() != 2 or out.dtype != x_dst.dtype:
+            return out + self.lin_r(x_dst)
+        self.lin_r.materialize(x_dst.shape[-1])
+        return torch.addmm(out, x_dst, self.lin_r.weight.t())
 
     @staticmethod
     def _width(x: torch.Tensor) -> int:
