@@ -96,6 +96,10 @@ FusedPlan plan(const ir::Module& m, bool bipartite = false, const PlanDumps& dum
 /// The plan as text: its module, each kernel's values, the buffers (the .gir dumps of plan()'s steps).
 std::string plan_text(const FusedPlan& p);
 
+/// Whether the plan's kernels read the graph's out-edge index: a traversal centred at sources,
+/// or a source's degree. The launcher asks the graph for that index only then.
+bool reads_out_edges(const FusedPlan& p);
+
 /// Walks from `roots` to their inputs, depth first, each value once: `visit(v)` says whether to
 /// go on into v's inputs (the planning steps stop at reductions, gathers, ...).
 template <class Visit>

@@ -36,6 +36,14 @@ std::string plan_text(const FusedPlan& p) {
   return s;
 }
 
+bool reads_out_edges(const FusedPlan& p) {
+  for (const Kernel& k : p.kernels)
+    if (k.kind == Kernel::Kind::Traverse && k.group == Group::Src) return true;
+  for (const Value& v : p.module.values)
+    if (v.op == Op::degree && v.group == Group::Src) return true;
+  return false;
+}
+
 FusedPlan plan(const Module& input, bool bipartite, const PlanDumps& to) {
   const bool dumping = !to.program.empty() && dumps::enabled();
   auto dump_module = [&](const char* step, const Module& m) {

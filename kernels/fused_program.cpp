@@ -219,7 +219,7 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
   // only edge kernels read the COO arrays (built on first use)
   const bool coo = std::any_of(side.plan.kernels.begin(), side.plan.kernels.end(),
                                [](const codegen::Kernel& k) { return k.kind == codegen::Kernel::Kind::EdgeMap; });
-  const DeviceGraph& dg = g.on(device, coo);
+  const DeviceGraph& dg = g.on(device, coo, codegen::reads_out_edges(side.plan));
 
   kernels::ScratchLease scratch(scratch_);  // intermediates of CPU calls, back to the pool at the end
   std::vector<torch::Tensor> keep, outputs;

@@ -131,11 +131,8 @@ std::shared_ptr<const GraphData> GraphData::from_csc_bipartite(std::vector<int64
   if (ptr.empty() || ptr.front() != 0 || ptr.back() != static_cast<int64_t>(src.size()))
     SEASTAR_THROW(ValueError, "an in-edge index needs ptr[0] = 0 and ptr[num_dst] = the number of edges");
   const int64_t num_dst = static_cast<int64_t>(ptr.size()) - 1;
-  std::vector<int64_t> dst(src.size());
-  for (int64_t v = 0; v < num_dst; ++v) {
+  for (int64_t v = 0; v < num_dst; ++v)
     if (ptr[v + 1] < ptr[v]) SEASTAR_THROW(ValueError, "ptr decreases at destination ", v);
-    std::fill(dst.begin() + ptr[v], dst.begin() + ptr[v + 1], v);
-  }
   check_ids(src, num_src, "src", "num_src");
   check_node_types(types, num_src, num_dst, true);
   check_edge_types(types, src.size());
@@ -147,13 +144,22 @@ std::shared_ptr<const GraphData> GraphData::from_csc_bipartite(std::vector<int64
   g->types_ = std::move(types);
   g->uid_ = next_uid++;
   g->in_.ptr = std::move(ptr);
-  g->in_.nbr = src;
-  g->in_.eid.resize(src.size());
+  g->in_.nbr = std::move(src);
+  g->in_.eid.resize(g->in_.nbr.size());
   std::iota(g->in_.eid.begin(), g->in_.eid.end(), int64_t(0));
   set_degree_order(g->in_, num_dst);
-  const std::vector<int64_t>* et = g->has_edge_types() ? &g->types_.edge_type : nullptr;
-  fill_adjacency(g->out_, src, dst, et, g->types_.num_edge_types, num_src);
+  g->out_deferred_ = true;  // out() sorts it on first use
   return g;
+}
+
+const Adjacency& GraphData::out() const {
+  if (out_deferred_) {
+    std::call_once(out_once_, [this] {
+      const std::vector<int64_t>* et = has_edge_types() ? &types_.edge_type : nullptr;
+      fill_adjacency(out_, src(), dst(), et, types_.num_edge_types, num_src_);
+    });
+  }
+  return out_;
 }
 
 int64_t GraphData::num_nodes() const {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -52,7 +53,7 @@ class GraphData {
 
   /// A bipartite graph straight from its in-edge index (what the neighbour sampler makes, already
   /// destination-major): destination v's edges are slots ptr[v] .. ptr[v+1]-1 with sources
-  /// `src`; the edge ids are the slots. Only the out-edge index is sorted. `edge_type` per slot
+  /// `src`; the edge ids are the slots. The out-edge index is sorted on first use (out()). `edge_type` per slot
   /// must already be sorted within each destination, as a sampled typed graph's is; `node_type`
   /// (optional) has one entry per source.
   static std::shared_ptr<const GraphData> from_csc_bipartite(std::vector<int64_t> ptr, std::vector<int64_t> src,
@@ -70,7 +71,11 @@ class GraphData {
   std::vector<int64_t> src() const;
   std::vector<int64_t> dst() const;
   const Adjacency& in() const { return in_; }    ///< CSC: centre = destination
-  const Adjacency& out() const { return out_; }  ///< CSR: centre = source
+  /// CSR: centre = source. A graph made from its in-edge index (from_csc_bipartite: a sampled
+  /// block) builds it on first use: only a pass over the sources' out-edges reads it (backward
+  /// into source features, out-edge programs, out-degrees), and the block of a mini-batch's
+  /// input layer, the largest, usually has none. Thread-safe.
+  const Adjacency& out() const;
   const GraphTypes& types() const { return types_; }
   bool has_node_types() const { return types_.num_node_types > 0; }
   bool has_edge_types() const { return types_.num_edge_types > 0; }
@@ -96,7 +101,10 @@ class GraphData {
   int64_t num_src_ = 0, num_dst_ = 0;
   bool bipartite_ = false;
   GraphTypes types_;
-  Adjacency in_, out_;
+  Adjacency in_;
+  mutable Adjacency out_;            ///< see out()
+  mutable std::once_flag out_once_;  ///< builds out_ when it was deferred
+  bool out_deferred_ = false;
   uint64_t uid_ = 0;
 };
 

@@ -123,23 +123,28 @@ Graph Graph::bipartite(const torch::Tensor& edge_index, int64_t num_src, int64_t
                                              num_dst, std::move(types)));
 }
 
-const DeviceGraph& Graph::on(const torch::Device& device, bool coo) const {
+const DeviceGraph& Graph::on(const torch::Device& device, bool coo, bool out) const {
   const GraphData& g = data();
   std::lock_guard<std::mutex> lock(cache_->mutex);
   auto& slot = cache_->by_device[device.str()];
+  auto to_device = [&](std::initializer_list<torch::Tensor*> ts) {
+    if (!device.is_cpu())
+      for (torch::Tensor* t : ts)
+        if (t->defined()) *t = t->to(device);
+  };
   if (!slot) {
     auto dg = std::make_unique<DeviceGraph>();
     dg->index_dtype = g.fits_int32() ? torch::kInt : torch::kLong;
     dg->in = adjacency_tensors(g.in(), dg->index_dtype);
-    dg->out = adjacency_tensors(g.out(), dg->index_dtype);
     if (g.has_node_types()) dg->node_type = to_tensor(g.types().node_type, dg->index_dtype);
     if (g.has_edge_types()) dg->edge_type = to_tensor(g.types().edge_type, dg->index_dtype);
-    if (!device.is_cpu()) {
-      for (torch::Tensor* t : {&dg->in.ptr, &dg->in.nbr, &dg->in.eid, &dg->in.degree_order, &dg->out.ptr,
-                               &dg->out.nbr, &dg->out.eid, &dg->out.degree_order, &dg->node_type, &dg->edge_type})
-        if (t->defined()) *t = t->to(device);
-    }
+    to_device({&dg->in.ptr, &dg->in.nbr, &dg->in.eid, &dg->in.degree_order, &dg->node_type, &dg->edge_type});
     slot = std::move(dg);
+  }
+  if (out && !slot->out.ptr.defined()) {  // as the COO arrays below: written once, under the lock
+    AdjacencyTensors o = adjacency_tensors(g.out(), slot->index_dtype);
+    to_device({&o.ptr, &o.nbr, &o.eid, &o.degree_order});
+    slot->out = std::move(o);
   }
   if (coo && !slot->src.defined()) {  // written once under the lock, before any reader is handed them
     torch::Tensor coo = coo_tensor(g, slot->index_dtype).to(device);

@@ -23,7 +23,7 @@ struct AdjacencyTensors {
 
 /// Everything a kernel needs about a graph, on one device.
 struct DeviceGraph {
-  AdjacencyTensors in, out;
+  AdjacencyTensors in, out;            ///< out: built only when asked (on(d, coo, true))
   torch::Tensor src, dst;              ///< COO in original edge order; built only when asked (on(d, true))
   torch::Tensor node_type, edge_type;  ///< undefined when the graph has none
   torch::ScalarType index_dtype;       ///< kInt when every id fits int32, else kLong
@@ -63,8 +63,9 @@ class Graph {
 
   /// Index tensors on `device`, built on first use and cached for this graph. The COO arrays
   /// (src, dst) only with `coo`: kernels over edges read them, the others never do, and they
-  /// cost two E-long arrays.
-  const DeviceGraph& on(const torch::Device& device, bool coo = true) const;
+  /// cost two E-long arrays. The out-edge index only with `out`: kernels centred at sources
+  /// read it, and a sampled block may never have sorted it (GraphData::out()).
+  const DeviceGraph& on(const torch::Device& device, bool coo = true, bool out = true) const;
 
   /// [2, E] int64 on CPU, built once and shared by every caller (layers read it on each call);
   /// an in-place change to it is noticed (torch's version counter) and the next call rebuilds it.

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <set>
+#include <thread>
 
 #include "core/graph/graph.h"
 #include "core/sampling/neighbor_sampler.h"
@@ -45,6 +47,40 @@ TEST(Bipartite, FromCscKeepsTheInEdgeOrder) {
   EXPECT_EQ(g->out().degree(4), 1);
   EXPECT_THROW(GraphData::from_csc_bipartite({0, 2}, {4}, 5), ValueError);
   EXPECT_THROW(GraphData::from_csc_bipartite({0, 1}, {5}, 5), ValueError);
+}
+
+TEST(Bipartite, FromCscSortsTheOutIndexOnFirstUseAsFromCooDoes) {
+  // a random typed block: the deferred out-index equals the one an edge list builds eagerly,
+  // whichever of several threads asks first
+  std::mt19937_64 rng(5);
+  const int64_t num_src = 300, num_dst = 120;
+  std::vector<int64_t> ptr = {0}, src, dst;
+  GraphTypes t;
+  t.num_edge_types = 3;
+  for (int64_t v = 0; v < num_dst; ++v) {
+    const int64_t deg = static_cast<int64_t>(rng() % 9);
+    std::vector<int64_t> types(deg);
+    for (auto& r : types) r = static_cast<int64_t>(rng() % 3);
+    std::sort(types.begin(), types.end());  // a sampled typed block is type-sorted per destination
+    for (int64_t r : types) {
+      src.push_back(static_cast<int64_t>(rng() % num_src));
+      dst.push_back(v);
+      t.edge_type.push_back(r);
+    }
+    ptr.push_back(static_cast<int64_t>(src.size()));
+  }
+  auto eager = GraphData::from_coo_bipartite(src, dst, num_src, num_dst, t);
+  auto lazy = GraphData::from_csc_bipartite(ptr, src, num_src, t);
+  std::vector<const Adjacency*> seen(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&, i] { seen[i] = &lazy->out(); });
+  for (auto& th : threads) th.join();
+  for (const Adjacency* a : seen) EXPECT_EQ(a, &lazy->out());
+  EXPECT_EQ(lazy->out().ptr, eager->out().ptr);
+  EXPECT_EQ(lazy->out().nbr, eager->out().nbr);
+  EXPECT_EQ(lazy->out().eid, eager->out().eid);
+  EXPECT_EQ(lazy->out().degree_order, eager->out().degree_order);
+  EXPECT_EQ(lazy->in().nbr, eager->in().nbr);
 }
 
 TEST(Bipartite, NodeTypesAreTheSources) {
