@@ -66,6 +66,16 @@ void choose(int64_t deg, int64_t fanout, const SamplerOptions& o, const int64_t*
         out.push_back(std::min<int64_t>(deg - 1, std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin()));
       }
     }
+  } else if (!weighted && deg <= 64) {
+    // Floyd's algorithm (below) with the taken positions as bits: no search, and reading the
+    // bits back gives them in increasing order, the sort's order, so the draws are the same
+    uint64_t taken = 0;
+    for (int64_t j = deg - fanout; j < deg; ++j) {
+      const int64_t t = static_cast<int64_t>(rng.below(static_cast<uint64_t>(j + 1)));
+      taken |= uint64_t(1) << ((taken >> t) & 1 ? j : t);
+    }
+    for (; taken; taken &= taken - 1) out.push_back(__builtin_ctzll(taken));
+    return;
   } else if (!weighted) {
     // Floyd's algorithm: fanout distinct positions, each subset equally likely
     for (int64_t j = deg - fanout; j < deg; ++j) {
