@@ -3,8 +3,6 @@
 #include <omp.h>
 #include <torch/python.h>
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -33,17 +31,6 @@ torch::Tensor tensor_of(std::vector<int64_t>&& v) {
       owner->data(), {static_cast<int64_t>(owner->size())}, [owner](void*) { delete owner; }, torch::kLong);
 }
 
-/// A tensor for one batch's rows. Large ones get pages of their own, returned to the system when
-/// the batch dies: from the heap, each batch (of a slightly different size) would leave a
-/// batch-sized block behind that the next one may not fit, and the process's peak would grow
-/// with the epoch (glibc serves such sizes from the heap once one of them has been freed).
-torch::Tensor batch_buffer(const std::vector<int64_t>& shape, size_t bytes, const torch::TensorOptions& options) {
-  if (bytes < (size_t(1) << 20)) return torch::empty(shape, options);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return torch::empty(shape, options);
-  return torch::from_blob(p, shape, [bytes](void* q) { munmap(q, bytes); }, options);
-}
-
 /// x[idx] for a CPU tensor whose rows are contiguous (the loader's feature gather): rows copied
 /// without the GIL, each row prefetched a few rows ahead (the rows are scattered over x, so each
 /// one's first cache lines miss; index_select waits for them one row at a time).
@@ -59,7 +46,7 @@ torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& idx) {
   std::vector<int64_t> shape = x.sizes().vec();
   shape[0] = static_cast<int64_t>(rows.size());
   const size_t row_bytes = static_cast<size_t>(x.numel() / std::max<int64_t>(n, 1)) * x.element_size();
-  torch::Tensor out = batch_buffer(shape, rows.size() * row_bytes, x.options());
+  torch::Tensor out = torch::empty(shape, x.options());
   const char* src = static_cast<const char*>(x.data_ptr());
   char* dst = static_cast<char*>(out.data_ptr());
   py::gil_scoped_release nogil;

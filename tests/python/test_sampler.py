@@ -242,10 +242,9 @@ def test_gather_rows_equals_index_select(x):
         ss._C.gather_rows(x, torch.tensor([1, 50]))
 
 
-def test_large_gathers_own_their_pages():
-    """A batch of 1 MB or more gets pages of its own (returned when it dies): the same values as
-    index_select, a tensor that outlives everything else and behaves as any other (views, in-place
-    writes, pickling), and many of them in a row."""
+def test_large_gathers_run_on_the_team_and_behave_as_any_tensor():
+    """Gathers of 1 MB or more (copied by the OpenMP team): the same values as index_select,
+    many in a row, and tensors that behave as any other (views, in-place writes, pickling)."""
     import pickle
     x = torch.randn(20000, 64, dtype=torch.float64)
     keep = []
