@@ -125,8 +125,45 @@ class CudaEmitter : public EmitterBase {
     return t;
   }
 
+  /// Where a traversal's parameter-gradient partial sums live, when it has any.
+  struct RowsScratch {
+    bool used = false;
+    int64_t offset = 0, chunks = 0;
+  };
+
   std::string kernel(int index, const Kernel& k, CudaProgram& prog) {
-    // the widest value decides the thread mapping, which decides the layouts: probe first
+    const launch::ThreadMapping m = probe_mapping(k);
+    std::ostringstream fin;
+    Traversal t = body(k, fin);
+    CudaLaunch launch;
+    launch.name = "kernel_" + std::to_string(index);
+    launch.mapping = m;
+    launch.src_side = source_side(k);
+    std::ostringstream out;
+    out << kernel_comment(index, k) << "// " << m.group_threads << " thread" << (m.group_threads > 1 ? "s" : "")
+        << " per item, " << m.block_threads << " per block; widest value " << width_ << " elements ("
+        << m.elems_per_thread << " per lane)\n"
+        << "extern \"C\" __global__ void __launch_bounds__(" << m.block_threads << ") " << launch.name
+        << "(const Args args) {\n"
+        << "  constexpr int GT = " << m.group_threads << ";\n"
+        << "  const sx::Group<GT> grp;\n  const int lane = grp.lane;\n  (void)lane;\n"
+        << "  const int64_t N = " << count_of(k) << ", E = args.E;\n  (void)N; (void)E;\n";
+    if (smem_elems_ > 0) {
+      launch.shared_bytes = smem_elems_ * m.groups_per_block * prog.float_bytes;
+      out << "  SX_DYNAMIC_SHARED(sx_smem_raw);\n"
+          << "  T* const sx_smem = reinterpret_cast<T*>(sx_smem_raw) + grp.index * " << smem_elems_ << ";\n";
+    }
+    RowsScratch rows;
+    out << (k.kind == Kernel::Kind::Traverse ? traversal_loop(k, t, launch, prog, &rows) : map_loop(k, fin, launch));
+    out << "}\n\n";
+    prog.launches.push_back(launch);
+    if (rows.used) out << reduce_kernel(launch.name + "_rows", t, rows.offset, rows.chunks, prog, k);
+    return out.str();
+  }
+
+  /// The thread mapping of kernel k: the widest value decides it, and it decides the layouts, so
+  /// the body is emitted once to find the widths and thrown away.
+  launch::ThreadMapping probe_mapping(const Kernel& k) {
     probe_ = true;
     width_ = 1;
     heads_ = 1;
@@ -139,73 +176,61 @@ class CudaEmitter : public EmitterBase {
     const launch::ThreadMapping m = launch::choose_mapping(width_, heads_);
     gt_ = m.group_threads;
     smem_elems_ = 0;
-    std::ostringstream fin;
-    Traversal t = body(k, fin);
+    return m;
+  }
 
-    const std::string name = "kernel_" + std::to_string(index);
-    CudaLaunch launch;
-    launch.name = name;
-    launch.mapping = m;
+  /// A traversal's loop over its centres: in degree order, taken dynamically, or for parameter
+  /// gradients in fixed blocks whose partial sums (`rows`) a second kernel adds up.
+  std::string traversal_loop(const Kernel& k, const Traversal& t, CudaLaunch& launch, CudaProgram& prog,
+                             RowsScratch* rows) {
     std::ostringstream out;
-    out << kernel_comment(index, k) << "// " << m.group_threads << " thread" << (m.group_threads > 1 ? "s" : "")
-        << " per item, " << m.block_threads << " per block; widest value " << width_ << " elements ("
-        << m.elems_per_thread << " per lane)\n"
-        << "extern \"C\" __global__ void __launch_bounds__(" << m.block_threads << ") " << name << "(const Args args) {\n"
-        << "  constexpr int GT = " << m.group_threads << ";\n"
-        << "  const sx::Group<GT> grp;\n  const int lane = grp.lane;\n  (void)lane;\n"
-        << "  const int64_t N = " << count_of(k) << ", E = args.E;\n  (void)N; (void)E;\n";
-    launch.src_side = source_side(k);
-    if (smem_elems_ > 0) {
-      launch.shared_bytes = smem_elems_ * m.groups_per_block * prog.float_bytes;
-      out << "  SX_DYNAMIC_SHARED(sx_smem_raw);\n"
-          << "  T* const sx_smem = reinterpret_cast<T*>(sx_smem_raw) + grp.index * " << smem_elems_ << ";\n";
+    const int ptr = launch::edge_index_base(k.group == Group::Src);
+    launch.what = k.group == Group::Dst ? "traversal of in-edges" : "traversal of out-edges";
+    launch.counter = prog.num_counters++;
+    out << "  const I* ptr = (const I*)args.G[" << ptr << "];\n  const I* nbr = (const I*)args.G[" << ptr + 1 << "];\n"
+        << "  const I* eid = (const I*)args.G[" << ptr + 2 << "];\n  const I* order = (const I*)args.G[" << ptr + 3
+        << "];\n";
+    if (t.rows.empty()) {
+      launch.items = CudaLaunch::Items::Vertices;
+      out << "  // centres in degree order (hubs first), taken dynamically: a counter schedules, never sums\n"
+          << "  for (;;) {\n"
+          << "    const int64_t base = grp.next_base(args.counters + " << launch.counter << ");\n"
+          << "    if (base >= N) break;\n"
+          << "    const int64_t i = base + grp.offset();\n"
+          << "    if (i >= N) continue;\n"
+          << "    {\n";
+    } else {
+      // parameter gradients: fixed blocks of centres (every NB-th centre of the degree order,
+      // so hubs spread over blocks), each block's partial sums private to the group running
+      // it and summed over blocks in block order by the next kernel: bitwise deterministic
+      const int64_t max_chunks =
+          std::max<int64_t>(1, std::min<int64_t>(kMaxChunks, kMaxScratch / std::max<int64_t>(t.partial_elems, 1)));
+      const int64_t scratch = prog.scratch_elems;
+      prog.scratch_elems += max_chunks * t.partial_elems;
+      launch.items = CudaLaunch::Items::Chunks;
+      launch.count = max_chunks;
+      out << "  const int64_t NB = sx::max<int64_t>(1, sx::min<int64_t>(N, " << max_chunks << "));\n"
+          << "  for (;;) {\n"
+          << "    const int64_t base = grp.next_base(args.counters + " << launch.counter << ");\n"
+          << "    if (base >= NB) break;\n"
+          << "    const int64_t b = base + grp.offset();\n"
+          << "    if (b >= NB) continue;\n";
+      for (const RowReduction& r : t.rows)
+        out << "    T* pp" << r.value << " = (T*)args.scratch + " << scratch << " + b * " << t.partial_elems << " + "
+            << r.offset << ";\n";
+      out << "    for (int64_t i = b; i < N; i += NB) {\n";
+      *rows = {true, scratch, max_chunks};
     }
-    bool rows = false;
-    int64_t rows_scratch = 0, rows_chunks = 0;
-    if (k.kind == Kernel::Kind::Traverse) {
-      const int ptr = launch::edge_index_base(k.group == Group::Src);
-      launch.what = k.group == Group::Dst ? "traversal of in-edges" : "traversal of out-edges";
-      launch.counter = prog.num_counters++;
-      out << "  const I* ptr = (const I*)args.G[" << ptr << "];\n  const I* nbr = (const I*)args.G[" << ptr + 1 << "];\n"
-          << "  const I* eid = (const I*)args.G[" << ptr + 2 << "];\n  const I* order = (const I*)args.G[" << ptr + 3
-          << "];\n";
-      if (t.rows.empty()) {
-        launch.items = CudaLaunch::Items::Vertices;
-        out << "  // centres in degree order (hubs first), taken dynamically: a counter schedules, never sums\n"
-            << "  for (;;) {\n"
-            << "    const int64_t base = grp.next_base(args.counters + " << launch.counter << ");\n"
-            << "    if (base >= N) break;\n"
-            << "    const int64_t i = base + grp.offset();\n"
-            << "    if (i >= N) continue;\n"
-            << "    {\n";
-      } else {
-        // parameter gradients: fixed blocks of centres (every NB-th centre of the degree order,
-        // so hubs spread over blocks), each block's partial sums private to the group running
-        // it and summed over blocks in block order by the next kernel: bitwise deterministic
-        const int64_t max_chunks =
-            std::max<int64_t>(1, std::min<int64_t>(kMaxChunks, kMaxScratch / std::max<int64_t>(t.partial_elems, 1)));
-        const int64_t scratch = prog.scratch_elems;
-        prog.scratch_elems += max_chunks * t.partial_elems;
-        launch.items = CudaLaunch::Items::Chunks;
-        launch.count = max_chunks;
-        out << "  const int64_t NB = sx::max<int64_t>(1, sx::min<int64_t>(N, " << max_chunks << "));\n"
-            << "  for (;;) {\n"
-            << "    const int64_t base = grp.next_base(args.counters + " << launch.counter << ");\n"
-            << "    if (base >= NB) break;\n"
-            << "    const int64_t b = base + grp.offset();\n"
-            << "    if (b >= NB) continue;\n";
-        for (const RowReduction& r : t.rows)
-          out << "    T* pp" << r.value << " = (T*)args.scratch + " << scratch << " + b * " << t.partial_elems << " + "
-              << r.offset << ";\n";
-        out << "    for (int64_t i = b; i < N; i += NB) {\n";
-        rows = true;
-        rows_scratch = scratch;
-        rows_chunks = max_chunks;
-      }
-      out << "      const int64_t c = order[i];\n"
-          << "      const int64_t beg = ptr[c], end = ptr[c + 1];\n"
-          << t.passes << "    }\n  }\n";
-    } else if (k.kind == Kernel::Kind::VertexMap) {
+    out << "      const int64_t c = order[i];\n"
+        << "      const int64_t beg = ptr[c], end = ptr[c + 1];\n"
+        << t.passes << "    }\n  }\n";
+    return out.str();
+  }
+
+  /// The loop of a per-vertex, per-parameter or per-edge map around its body `fin`.
+  std::string map_loop(const Kernel& k, const std::ostringstream& fin, CudaLaunch& launch) {
+    std::ostringstream out;
+    if (k.kind == Kernel::Kind::VertexMap) {
       launch.what = "per-vertex map";
       launch.items = CudaLaunch::Items::Vertices;
       out << "  for (int64_t c = grp.first(); c < N; c += grp.stride()) {\n" << pre_.str() << fin.str() << "  }\n";
@@ -223,9 +248,6 @@ class CudaEmitter : public EmitterBase {
           << "      const int64_t s = src[e], d = dst[e];\n      (void)s; (void)d;\n"
           << body_.str() << fin.str() << "  }\n";
     }
-    out << "}\n\n";
-    prog.launches.push_back(launch);
-    if (rows) out << reduce_kernel(name + "_rows", t, rows_scratch, rows_chunks, prog, k);
     return out.str();
   }
 
