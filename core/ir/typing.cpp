@@ -42,63 +42,10 @@ void need_float(const Value& x, const char* op) {
                   "): types and ids are only for indexing and comparison");
 }
 
-}  // namespace
-
-void infer_value(const Module& m, Value& v) {
+/// The type, space and shape of a structural op (OpKind::Other): each has its own rule.
+void infer_structural(const Module& m, Value& v) {
   const OpInfo& info = op_info(v.op);
-  if (static_cast<int>(v.inputs.size()) != info.arity)
-    SEASTAR_THROW(ValueError, "'", info.name, "' takes ", info.arity, " inputs, got ", v.inputs.size());
-  for (int in : v.inputs)
-    if (in < 0 || in >= v.id) SEASTAR_THROW(ValueError, "'", info.name, "' uses %", in, " before it is defined");
   auto in = [&](int i) -> const Value& { return m.at(v.inputs[i]); };
-
-  switch (info.kind) {
-    case OpKind::Leaf:
-      return;  // leaves are typed by whoever creates them
-    case OpKind::Gather:
-      if (in(0).space != Space::Vertex)
-        SEASTAR_THROW(ValueError, "gather reads a Vertex value, got a ", to_string(in(0).space), " value");
-      if (v.group == Group::None) SEASTAR_THROW(ValueError, "gather needs an endpoint (src or dst)");
-      v.space = Space::Edge, v.dtype = in(0).dtype, v.shape = in(0).shape;
-      return;
-    case OpKind::Unary:
-      if (v.op == Op::cast) {
-        v.dtype = DType::Float;
-      } else {
-        need_float(in(0), info.name);
-        v.dtype = DType::Float;
-      }
-      v.space = in(0).space, v.shape = in(0).shape;
-      return;
-    case OpKind::Binary:
-      if (v.op == Op::eq) {
-        if (in(0).dtype != in(1).dtype) SEASTAR_THROW(ValueError, "'eq' compares values of one dtype");
-      } else {
-        need_float(in(0), info.name);
-        need_float(in(1), info.name);
-      }
-      v.dtype = DType::Float;
-      v.space = combine(in(0).space, in(1).space, info.name);
-      v.shape = broadcast(in(0).shape, in(1).shape, info.name);
-      return;
-    case OpKind::Aggregate:
-      if (in(0).space != Space::Edge)
-        SEASTAR_THROW(ValueError, "'", info.name, "' aggregates an Edge value, got a ", to_string(in(0).space),
-                      " value");
-      if (v.group == Group::None) SEASTAR_THROW(ValueError, "'", info.name, "' needs a group (src or dst)");
-      need_float(in(0), info.name);
-      v.space = Space::Vertex, v.shape = in(0).shape;
-      v.dtype = (v.op == Op::agg_argmax || v.op == Op::agg_argmin) ? DType::Int : DType::Float;
-      if (v.op == Op::agg_softmax_sum) {
-        need_float(in(1), info.name);
-        combine(in(0).space, in(1).space, info.name);
-        v.shape = broadcast(in(0).shape, in(1).shape, info.name);
-      }
-      return;
-    case OpKind::Other:
-      break;
-  }
-
   switch (v.op) {
     case Op::fsum: case Op::fmean: case Op::fmax:
       need_float(in(0), info.name);
@@ -185,6 +132,65 @@ void infer_value(const Module& m, Value& v) {
       break;  // typed by kind above
   }
   SEASTAR_THROW(NotImplementedError, "no shape rule for '", info.name, "'");
+}
+
+}  // namespace
+
+void infer_value(const Module& m, Value& v) {
+  const OpInfo& info = op_info(v.op);
+  if (static_cast<int>(v.inputs.size()) != info.arity)
+    SEASTAR_THROW(ValueError, "'", info.name, "' takes ", info.arity, " inputs, got ", v.inputs.size());
+  for (int in : v.inputs)
+    if (in < 0 || in >= v.id) SEASTAR_THROW(ValueError, "'", info.name, "' uses %", in, " before it is defined");
+  auto in = [&](int i) -> const Value& { return m.at(v.inputs[i]); };
+
+  switch (info.kind) {
+    case OpKind::Leaf:
+      return;  // leaves are typed by whoever creates them
+    case OpKind::Gather:
+      if (in(0).space != Space::Vertex)
+        SEASTAR_THROW(ValueError, "gather reads a Vertex value, got a ", to_string(in(0).space), " value");
+      if (v.group == Group::None) SEASTAR_THROW(ValueError, "gather needs an endpoint (src or dst)");
+      v.space = Space::Edge, v.dtype = in(0).dtype, v.shape = in(0).shape;
+      return;
+    case OpKind::Unary:
+      if (v.op == Op::cast) {
+        v.dtype = DType::Float;
+      } else {
+        need_float(in(0), info.name);
+        v.dtype = DType::Float;
+      }
+      v.space = in(0).space, v.shape = in(0).shape;
+      return;
+    case OpKind::Binary:
+      if (v.op == Op::eq) {
+        if (in(0).dtype != in(1).dtype) SEASTAR_THROW(ValueError, "'eq' compares values of one dtype");
+      } else {
+        need_float(in(0), info.name);
+        need_float(in(1), info.name);
+      }
+      v.dtype = DType::Float;
+      v.space = combine(in(0).space, in(1).space, info.name);
+      v.shape = broadcast(in(0).shape, in(1).shape, info.name);
+      return;
+    case OpKind::Aggregate:
+      if (in(0).space != Space::Edge)
+        SEASTAR_THROW(ValueError, "'", info.name, "' aggregates an Edge value, got a ", to_string(in(0).space),
+                      " value");
+      if (v.group == Group::None) SEASTAR_THROW(ValueError, "'", info.name, "' needs a group (src or dst)");
+      need_float(in(0), info.name);
+      v.space = Space::Vertex, v.shape = in(0).shape;
+      v.dtype = (v.op == Op::agg_argmax || v.op == Op::agg_argmin) ? DType::Int : DType::Float;
+      if (v.op == Op::agg_softmax_sum) {
+        need_float(in(1), info.name);
+        combine(in(0).space, in(1).space, info.name);
+        v.shape = broadcast(in(0).shape, in(1).shape, info.name);
+      }
+      return;
+    case OpKind::Other:
+      infer_structural(m, v);
+      return;
+  }
 }
 
 }  // namespace seastar::ir
