@@ -72,21 +72,22 @@ def test_all_neighbours():
 
 
 @pytest.mark.parametrize("n, e, num_seeds, fanouts", [(500, 8000, 200, [4, 3]), (20000, 400000, 4000, [25, 20])],
-                         ids=["small", "parallel_relabel"])  # a hop of >= 65536 edges relabels on the team
+                         ids=["small", "parallel_relabel"])  # a hop of >= 65536 edges relabels on a team of 4+
 def test_same_seed_same_batches_at_any_thread_count(n, e, num_seeds, fanouts):
     graph, _, _ = _graph(n=n, e=e)
     seeds = torch.randperm(n, generator=torch.Generator().manual_seed(1))[:num_seeds]
     old = torch.get_num_threads()
     try:
         runs = []
-        for threads in (1, 2):
+        for threads in (1, 2, 4):
             torch.set_num_threads(threads)
             b = sample_blocks(graph, seeds, fanouts, seed=99)
             runs.append([(bl.edge_index, n, e) for bl, n, e in zip(b.blocks, b.src_nodes, b.edge_ids)])
     finally:
         torch.set_num_threads(old)
-    for (ea, na, ia), (eb, nb, ib) in zip(*runs):
-        assert torch.equal(ea, eb) and torch.equal(na, nb) and torch.equal(ia, ib)
+    for run in runs[1:]:
+        for (ea, na, ia), (eb, nb, ib) in zip(runs[0], run):
+            assert torch.equal(ea, eb) and torch.equal(na, nb) and torch.equal(ia, ib)
     if fanouts[-1] * num_seeds >= 1 << 16:
         assert b.blocks[-1].num_edges >= 1 << 16
     other = sample_blocks(graph, seeds, fanouts, seed=100)
