@@ -8,7 +8,8 @@
 # go to ctest (e.g. -R KernelCache). Leak checking is off by default: LibTorch's static
 # allocations at exit would drown Seastar's; set ASAN_OPTIONS to choose.
 # SANITIZE_SCOPE=core is the budget CI runs (scripts/test.sh): only test_core (graph storage,
-# IR, passes, emitters, sampler, kernel cache, worker pool: no LibTorch to build), no pytest.
+# IR, passes, emitters, sampler, kernel cache and CUDA image keys, worker pool: no LibTorch to
+# build), no pytest.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 SAN=${SEASTAR_SANITIZE:-address,undefined}

@@ -45,8 +45,8 @@ torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& idx) {
       SEASTAR_THROW(ValueError, "idx[", k, "] = ", rows[k], " is out of range for ", n, " rows");
   std::vector<int64_t> shape = x.sizes().vec();
   shape[0] = static_cast<int64_t>(rows.size());
-  const size_t row_bytes = static_cast<size_t>(x.numel() / std::max<int64_t>(n, 1)) * x.element_size();
   torch::Tensor out = torch::empty(shape, x.options());
+  const size_t row_bytes = static_cast<size_t>(x.numel() / std::max<int64_t>(n, 1)) * x.element_size();
   const char* src = static_cast<const char*>(x.data_ptr());
   char* dst = static_cast<char*>(out.data_ptr());
   py::gil_scoped_release nogil;
