@@ -232,6 +232,64 @@ def test_a_warm_read_only_cache_dir_still_serves(warm, tmp_path):
     assert EXPECTED in r.stdout and "compiling" not in r.stderr
 
 
+FULL = """
+import json, sys, seastar as ss
+src = '// full\\n#include <cstdint>\\nextern "C" void seastar_entry(const int64_t*, void* const*, void* const*) {}\\n'
+try:
+    print(json.dumps(dict(ok=ss._C.jit_compile_cpu(src, "full_cache"))))
+except Exception as e:
+    print(json.dumps(dict(error=type(e).__name__, message=str(e))))
+"""
+
+
+def _limit_file_size():
+    """preexec_fn: files this process and its compiler write stop at 8 KiB, as on a full disk
+    (SIGXFSZ ignored, so the write fails with EFBIG instead of killing the writer)."""
+    import resource
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+
+
+def _run_full(cache: Path, limit: bool) -> dict:
+    r = subprocess.run([sys.executable, "-c", FULL], env=_env(cache), capture_output=True, text=True, timeout=600,
+                       preexec_fn=_limit_file_size if limit else None)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("how", ["tmpfs", "file_size_limit"])
+def test_a_full_cache_folder_is_one_clear_error_and_leaves_no_entry(tmp_path, how):
+    """A cache folder without room for the shared object (a small tmpfs with room for the source
+    alone, or a file-size limit where mounting is not allowed): one CompileError with the
+    linker's reason, no temporary file and no partial entry; once there is room, the same
+    program compiles and is then found in the cache."""
+    cache = tmp_path / "kernels"
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if how == "tmpfs":
+        if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(mount)],
+                                               capture_output=True).returncode != 0:
+            pytest.skip("no permission to mount a tmpfs here (the file-size limit case covers it)")
+        cache = mount / "kernels"
+    try:
+        if how == "tmpfs":  # room for the toolchain record and the source (a page each), not the object
+            (mount / "filler").write_bytes(b"\0" * (36 * 1024))
+        out = _run_full(cache, limit=how == "file_size_limit")
+        assert out.get("error") == "CompileError", out
+        reason = "No space left on device" if how == "tmpfs" else "File too large"
+        assert reason in out["message"] and "full_cache" in out["message"], out["message"]
+        cache_entries.check_dir(cache)
+        assert not list(cache.glob("*.so")), sorted(p.name for p in cache.iterdir())
+        if how == "tmpfs":
+            (mount / "filler").unlink()
+        first, again = _run_full(cache, limit=False), _run_full(cache, limit=False)
+        assert first["ok"]["cache_hit"] is False and again["ok"]["cache_hit"] is True, (first, again)
+        cache_entries.check_dir(cache)
+    finally:
+        if how == "tmpfs":
+            subprocess.run(["umount", str(mount)], capture_output=True)
+
+
 def test_concurrent_processes_compiling_the_same_program(tmp_path):
     cache = tmp_path / "kernels"
     names = [f"concurrent_{i}" for i in range(5)]
