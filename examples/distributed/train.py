@@ -326,7 +326,7 @@ def main(argv=None):
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(result, indent=2, default=str))
-    dist.destroy_process_group()
+    launch.shutdown()
     return result
 
 

@@ -65,6 +65,14 @@ def init_from_env(backend: Optional[str] = None, timeout_s: float = DEFAULT_TIME
     return rank, world
 
 
+def shutdown() -> None:
+    """Leaves the process group once every rank has arrived here. Without the barrier a rank that
+    finishes first tears its gloo pairs down while another still uses them, and that rank can
+    abort at exit ("terminate called without an active exception")."""
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def _entry(fn, rank, world, port, backend, timeout_s, args):
     os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(world)
     init_process_group(rank, world, "127.0.0.1", port, backend, timeout_s)
