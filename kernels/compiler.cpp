@@ -56,10 +56,10 @@ bool load(const std::string& so, const std::string& key, bool must_be_fresh, Com
     *why = std::string("dlopen failed: ") + (e ? e : "unknown error");
     return false;
   }
-  const char* built_for = static_cast<const char*>(dlsym(handle, "seastar_kernel_key"));
+  const char* built_for = static_cast<const char*>(dlsym(handle, cache::kKeySymbol));
   EntryFn entry = reinterpret_cast<EntryFn>(dlsym(handle, launch::kEntrySymbol));
   if (!built_for || key != built_for || !entry) {
-    *why = !built_for ? "its code exports no seastar_kernel_key"
+    *why = !built_for ? std::string("its code exports no ") + cache::kKeySymbol
                       : key != built_for ? "its code was built for key " + std::string(built_for)
                                          : std::string("its code has no ") + launch::kEntrySymbol;
     dlclose(handle);
@@ -77,8 +77,8 @@ bool load(const std::string& so, const std::string& key, bool must_be_fresh, Com
 void build(const std::string& source, const std::string& name, const Names& n, const HostToolchain& tc) {
   // the key travels inside the code, so a loaded object proves which source it came from
   cache::write_file(n.src(), source + "\n// the cache key this object was built for (checked after dlopen)\n"
-                                      "extern \"C\" __attribute__((visibility(\"default\"))) const char "
-                                      "seastar_kernel_key[] = \"" + n.key + "\";\n");
+                                      "extern \"C\" __attribute__((visibility(\"default\"))) const char " +
+                                      cache::kKeySymbol + "[] = \"" + n.key + "\";\n");
   const std::string tmp = cache::temp_path(n.so());
   cache::TempFile guard(tmp);
   std::vector<std::string> argv = tc.command;

@@ -46,11 +46,11 @@ std::string cubin_key(const std::string& image) {
     if (!b.ok || strtab >= shnum || !b.fits(sym_off, sym_size)) return "";
     const uint64_t str_off = b.u(section(strtab) + kShOffset, 8), str_size = b.u(section(strtab) + kShSize, 8);
     if (!b.ok || !b.fits(str_off, str_size)) return "";
-    const size_t name_len = std::strlen(kImageKeySymbol);
+    const size_t name_len = std::strlen(cache::kKeySymbol);
     for (uint64_t at = sym_off; at + kSymSize <= sym_off + sym_size; at += entsize) {
       const uint64_t name = b.u(at + kStName, 4);
       if (!b.ok || name >= str_size || str_size - name <= name_len ||
-          image.compare(str_off + name, name_len + 1, std::string(kImageKeySymbol) + '\0') != 0)
+          image.compare(str_off + name, name_len + 1, std::string(cache::kKeySymbol) + '\0') != 0)
         continue;
       const uint64_t shndx = b.u(at + kStShndx, 2), value = b.u(at + kStValue, 8), size = b.u(at + kStSize, 8);
       if (!b.ok || shndx == 0 || shndx >= shnum || b.u(section(shndx) + kShType, 4) == kNobits) return "";
@@ -65,7 +65,7 @@ std::string cubin_key(const std::string& image) {
 
 std::string ptx_key(const std::string& ptx) {
   // .global .align 1 .b8 seastar_kernel_key[17] = {48, 49, ...};  (the trailing NUL left out)
-  static const std::regex def(std::string(R"(\.b8\s+)") + kImageKeySymbol + R"(\[\d+\]\s*=\s*\{([0-9,\s]*)\})");
+  static const std::regex def(std::string(R"(\.b8\s+)") + cache::kKeySymbol + R"(\[\d+\]\s*=\s*\{([0-9,\s]*)\})");
   std::smatch m;
   if (!std::regex_search(ptx, m, def)) return "";
   std::string key;
@@ -84,7 +84,7 @@ std::string ptx_key(const std::string& ptx) {
 
 std::string image_key_definition(const std::string& key) {
   return std::string("\n// the cache key this image was built for (read back before the driver loads it)\n"
-                     "extern \"C\" __device__ char ") + kImageKeySymbol + "[] = \"" + key + "\";\n";
+                     "extern \"C\" __device__ char ") + cache::kKeySymbol + "[] = \"" + key + "\";\n";
 }
 
 std::string image_key(const std::string& image, bool is_ptx) {

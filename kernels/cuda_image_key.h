@@ -13,10 +13,9 @@
 
 #include <string>
 
-namespace seastar::kernels {
+#include "kernels/kernel_cache.h"
 
-/// The symbol the key is stored under.
-inline constexpr const char* kImageKeySymbol = "seastar_kernel_key";
+namespace seastar::kernels {
 
 /// The line compile_cuda appends to a source built for `key`.
 std::string image_key_definition(const std::string& key);

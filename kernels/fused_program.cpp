@@ -23,6 +23,12 @@ FusedProgram::FusedProgram(LoweredProgram lowered) : lowered_(std::move(lowered)
   if (!unsupported_.empty()) return;
   fwd_.plan = codegen::plan(lowered_.forward, lowered_.bipartite, {lowered_.name, false});
   if (!lowered_.wrt.empty()) bwd_.plan = codegen::plan(lowered_.backward, lowered_.bipartite, {lowered_.name, true});
+  // which graph arrays each direction's kernels read: asked of the graph on every call
+  for (Side* side : {&fwd_, &bwd_}) {
+    side->coo = std::any_of(side->plan.kernels.begin(), side->plan.kernels.end(),
+                            [](const codegen::Kernel& k) { return k.kind == codegen::Kernel::Kind::EdgeMap; });
+    side->out_edges = codegen::reads_out_edges(side->plan);
+  }
 }
 
 bool FusedProgram::backward_reads(const std::string& name) const {
@@ -216,16 +222,13 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
   // destinations, edges, sources: the vertex sets of a bipartite graph (equal when square)
   const int64_t N = g.num_dst(), E = g.num_edges(), NS = g.num_src();
   const auto [dtype, device] = call_types(prog, inputs, grad_outputs);
-  // only edge kernels read the COO arrays (built on first use)
-  const bool coo = std::any_of(side.plan.kernels.begin(), side.plan.kernels.end(),
-                               [](const codegen::Kernel& k) { return k.kind == codegen::Kernel::Kind::EdgeMap; });
-  const DeviceGraph& dg = g.on(device, coo, codegen::reads_out_edges(side.plan));
+  const DeviceGraph& dg = g.on(device, side.coo, side.out_edges);  // arrays a graph builds on first use
 
   kernels::ScratchLease scratch(scratch_);  // intermediates of CPU calls, back to the pool at the end
   std::vector<torch::Tensor> keep, outputs;
   std::vector<void*> buffers = bind_buffers(side.plan, g, inputs, grad_outputs, dtype, device, scratch, keep, outputs);
   void* graph_arrays[launch::kNumGraphArrays];
-  fill_graph_arrays(dg, coo, graph_arrays);
+  fill_graph_arrays(dg, side.coo, graph_arrays);
   if (device.is_cuda()) {
 #ifdef SEASTAR_WITH_CUDA
     const codegen::CudaProgram& cuda = cuda_program(direction, dtype, dg.index_dtype);

@@ -55,6 +55,8 @@ class FusedProgram {
  private:
   struct Side {
     codegen::FusedPlan plan;
+    bool coo = false;        ///< an edge kernel reads the graph's COO arrays
+    bool out_edges = false;  ///< a kernel reads the out-edge index (codegen::reads_out_edges)
     std::map<std::string, kernels::CompiledKernel> compiled;  // by variant
     std::map<std::string, codegen::CudaProgram> cuda;         // by variant
   };

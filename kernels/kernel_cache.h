@@ -33,6 +33,11 @@ std::string content_hash(const std::string& text);
 
 namespace cache {
 
+/// The symbol every cached object defines with the key it was built for (a C string): the host
+/// JIT's shared objects export it (checked after dlopen), CUDA images hold it as a __device__
+/// string (read back before loading, cuda_image_key.h).
+inline constexpr const char* kKeySymbol = "seastar_kernel_key";
+
 /// The cache directory as an absolute path, created if missing. Throws CompileError naming the
 /// directory and the reason when it cannot be created.
 std::string ensure_dir();

@@ -122,7 +122,8 @@ cache::Found read_cached(const std::string& key, CudaBinary* b, std::string* why
   if (found != cache::Found::hit) return found;
   const std::string carried = image_key(entry.object, b->is_ptx);
   if (carried != key) {
-    *why = carried.empty() ? std::string("its code carries no ") + kImageKeySymbol : "its code was built for key " + carried;
+    *why = carried.empty() ? std::string("its code carries no ") + cache::kKeySymbol
+                           : "its code was built for key " + carried;
     return cache::Found::bad;
   }
   b->image = std::move(entry.object);
@@ -173,7 +174,7 @@ CudaBinary compile_cuda(const std::string& source, const std::string& name, int 
       nvrtc_build(lib, source + image_key_definition(key), name, options, headers, &b);
       if (image_key(b.image, b.is_ptx) != key)
         SEASTAR_THROW(CompileError, "NVRTC ", lib.version, "'s image of '", name, "' (", b.target,
-                      ") does not carry its key in ", kImageKeySymbol, ": it would never be found in the cache");
+                      ") does not carry its key in ", cache::kKeySymbol, ": it would never be found in the cache");
       // the log rides in the entry's trailer: the register report of a cached cubin
       cache::write_entry(b.path, key, b.image, {{"log", b.log}, {"nvrtc", lib.version}, {"target", b.target}});
     } catch (...) {

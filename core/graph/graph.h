@@ -53,9 +53,9 @@ class GraphData {
 
   /// A bipartite graph straight from its in-edge index (what the neighbour sampler makes, already
   /// destination-major): destination v's edges are slots ptr[v] .. ptr[v+1]-1 with sources
-  /// `src`; the edge ids are the slots. The out-edge index is sorted on first use (out()). `edge_type` per slot
-  /// must already be sorted within each destination, as a sampled typed graph's is; `node_type`
-  /// (optional) has one entry per source.
+  /// `src`; the edge ids are the slots. The out-edge index is sorted on first use (out()).
+  /// `edge_type` per slot must already be sorted within each destination, as a sampled typed
+  /// graph's is; `node_type` (optional) has one entry per source.
   static std::shared_ptr<const GraphData> from_csc_bipartite(std::vector<int64_t> ptr, std::vector<int64_t> src,
                                                              int64_t num_src, GraphTypes types = {});
 

@@ -34,7 +34,7 @@ TEST(CudaImageKey, ReadsTheKeyOfACubinAndOfPtx) {
 TEST(CudaImageKey, AnImageWithoutTheSymbolHasNoKey) {
   std::string cubin = read("image_key.cubin"), ptx = read("image_key.ptx");
   for (std::string* image : {&cubin, &ptx}) {
-    const size_t at = image->find(seastar::kernels::kImageKeySymbol);
+    const size_t at = image->find(seastar::kernels::cache::kKeySymbol);
     ASSERT_NE(at, std::string::npos);
     (*image)[at + 3] = 'X';  // seaXtar_kernel_key
   }
@@ -47,7 +47,7 @@ TEST(CudaImageKey, AnImageWithoutTheSymbolHasNoKey) {
 
 TEST(CudaImageKey, PtxBytesOutOfRangeAreNoKey) {
   std::string ptx = read("image_key.ptx");
-  const size_t list = ptx.find('{', ptx.find(seastar::kernels::kImageKeySymbol));
+  const size_t list = ptx.find('{', ptx.find(seastar::kernels::cache::kKeySymbol));
   ptx.insert(list + 1, "300, ");
   EXPECT_EQ(image_key(ptx, true), "");
 }
