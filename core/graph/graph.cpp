@@ -80,16 +80,25 @@ void set_degree_order(Adjacency& adj, int64_t num_nodes) {
 }
 
 void fill_adjacency(Adjacency& adj, const std::vector<int64_t>& centre, const std::vector<int64_t>& other,
-                    const std::vector<int64_t>* edge_type, int64_t num_types, int64_t num_nodes) {
+                    const std::vector<int64_t>* edge_type, int64_t num_types, int64_t num_nodes, bool narrow) {
   std::vector<int64_t> order(centre.size());
   std::iota(order.begin(), order.end(), 0);
   // Sorting by type first and then (stably) by centre leaves each centre's edges grouped by
   // type, so typed kernels reuse one relation's weights across consecutive slots.
   if (edge_type) order = counting_sort(order, *edge_type, num_types, nullptr);
-  adj.eid = counting_sort(order, centre, num_nodes, &adj.ptr);
-  adj.nbr.resize(adj.eid.size());
-  for (size_t j = 0; j < adj.eid.size(); ++j) adj.nbr[j] = other[adj.eid[j]];
+  std::vector<int64_t> eid = counting_sort(order, centre, num_nodes, &adj.ptr);
+  order.clear();
+  order.shrink_to_fit();
+  std::vector<int64_t> nbr(eid.size());
+  for (size_t j = 0; j < eid.size(); ++j) nbr[j] = other[eid[j]];
+  adj.eid = IndexArray(std::move(eid), narrow);
+  adj.nbr = IndexArray(std::move(nbr), narrow);
   set_degree_order(adj, num_nodes);
+}
+
+bool ids_fit_int32(int64_t num_src, int64_t num_dst, int64_t num_edges) {
+  constexpr int64_t lim = std::numeric_limits<int32_t>::max();
+  return num_src < lim && num_dst < lim && num_edges < lim;
 }
 
 }  // namespace
@@ -143,10 +152,12 @@ std::shared_ptr<const GraphData> GraphData::from_csc_bipartite(std::vector<int64
   g->bipartite_ = true;
   g->types_ = std::move(types);
   g->uid_ = next_uid++;
+  const bool narrow = ids_fit_int32(num_src, num_dst, static_cast<int64_t>(src.size()));
+  std::vector<int64_t> eid(src.size());
+  std::iota(eid.begin(), eid.end(), int64_t(0));
   g->in_.ptr = std::move(ptr);
-  g->in_.nbr = std::move(src);
-  g->in_.eid.resize(g->in_.nbr.size());
-  std::iota(g->in_.eid.begin(), g->in_.eid.end(), int64_t(0));
+  g->in_.nbr = IndexArray(std::move(src), narrow);
+  g->in_.eid = IndexArray(std::move(eid), narrow);
   set_degree_order(g->in_, num_dst);
   g->out_deferred_ = true;  // out() sorts it on first use
   return g;
@@ -156,7 +167,7 @@ const Adjacency& GraphData::out() const {
   if (out_deferred_) {
     std::call_once(out_once_, [this] {
       const std::vector<int64_t>* et = has_edge_types() ? &types_.edge_type : nullptr;
-      fill_adjacency(out_, src(), dst(), et, types_.num_edge_types, num_src_);
+      fill_adjacency(out_, src(), dst(), et, types_.num_edge_types, num_src_, fits_int32());
     });
   }
   return out_;
@@ -171,27 +182,31 @@ int64_t GraphData::num_nodes() const {
 
 void GraphData::build_indices(const std::vector<int64_t>& src, const std::vector<int64_t>& dst) {
   const std::vector<int64_t>* et = has_edge_types() ? &types_.edge_type : nullptr;
-  fill_adjacency(in_, dst, src, et, types_.num_edge_types, num_dst_);
-  fill_adjacency(out_, src, dst, et, types_.num_edge_types, num_src_);
+  const bool narrow = ids_fit_int32(num_src_, num_dst_, static_cast<int64_t>(src.size()));
+  fill_adjacency(in_, dst, src, et, types_.num_edge_types, num_dst_, narrow);
+  fill_adjacency(out_, src, dst, et, types_.num_edge_types, num_src_, narrow);
 }
 
 std::vector<int64_t> GraphData::src() const {
   std::vector<int64_t> s(in_.nbr.size());
-  for (size_t j = 0; j < in_.nbr.size(); ++j) s[in_.eid[j]] = in_.nbr[j];
+  in_.nbr.visit([&](const auto* nbr) {
+    in_.eid.visit([&](const auto* eid) {
+      for (size_t j = 0; j < in_.nbr.size(); ++j) s[eid[j]] = nbr[j];
+    });
+  });
   return s;
 }
 
 std::vector<int64_t> GraphData::dst() const {
   std::vector<int64_t> d(in_.nbr.size());
-  for (int64_t v = 0; v < num_dst_; ++v)
-    for (int64_t j = in_.ptr[v]; j < in_.ptr[v + 1]; ++j) d[in_.eid[j]] = v;
+  in_.eid.visit([&](const auto* eid) {
+    for (int64_t v = 0; v < num_dst_; ++v)
+      for (int64_t j = in_.ptr[v]; j < in_.ptr[v + 1]; ++j) d[eid[j]] = v;
+  });
   return d;
 }
 
-bool GraphData::fits_int32() const {
-  constexpr int64_t lim = std::numeric_limits<int32_t>::max();
-  return num_src_ < lim && num_dst_ < lim && num_edges() < lim;
-}
+bool GraphData::fits_int32() const { return in_.nbr.narrow(); }
 
 std::shared_ptr<const GraphData> GraphData::add_self_loops(int64_t loop_type) const {
   std::vector<int64_t> s = src(), d = dst();

@@ -13,14 +13,17 @@
 #include <optional>
 #include <vector>
 
+#include "core/graph/index_array.h"
+
 namespace seastar {
 
 /// A compressed adjacency: the edges of centre vertex v occupy slots ptr[v] .. ptr[v+1]-1;
-/// slot j connects v to nbr[j] through original edge eid[j].
+/// slot j connects v to nbr[j] through original edge eid[j]. The E-long arrays are int32 when the
+/// graph fits (IndexArray); the N-long ones stay int64, being small and read on every path.
 struct Adjacency {
   std::vector<int64_t> ptr;  ///< num_nodes + 1 offsets
-  std::vector<int64_t> nbr;  ///< the other endpoint of each slot
-  std::vector<int64_t> eid;  ///< original edge id of each slot
+  IndexArray nbr;            ///< the other endpoint of each slot
+  IndexArray eid;            ///< original edge id of each slot
   /// Centre vertices by decreasing degree (ties by id): processing hubs first lets a dynamic
   /// schedule spread the remaining small vertices over the threads that finish early.
   std::vector<int64_t> degree_order;
@@ -79,7 +82,8 @@ class GraphData {
   const GraphTypes& types() const { return types_; }
   bool has_node_types() const { return types_.num_node_types > 0; }
   bool has_edge_types() const { return types_.num_edge_types > 0; }
-  /// True when every index fits int32, so kernels can use the narrower (faster) width.
+  /// True when every index fits int32: the E-long arrays are then stored as int32 and kernels
+  /// use the narrower (faster) width.
   bool fits_int32() const;
   /// A process-unique id: device copies and compiled launches are keyed by it, never by
   /// sizes, so two graphs of equal size can never share cached state.

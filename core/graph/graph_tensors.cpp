@@ -25,8 +25,20 @@ torch::Tensor to_tensor(const std::vector<int64_t>& v, torch::ScalarType dtype) 
   return dtype == torch::kLong ? t.clone() : t.to(dtype);  // one copy either way (to() copies to another dtype)
 }
 
-AdjacencyTensors adjacency_tensors(const Adjacency& a, torch::ScalarType dtype) {
-  return {to_tensor(a.ptr, dtype), to_tensor(a.nbr, dtype), to_tensor(a.eid, dtype), to_tensor(a.degree_order, dtype)};
+/// An E-long array as a tensor of `dtype`. At the array's own width this is a view of the
+/// graph's storage that keeps the graph alive (`keep`): a CPU kernel reads it where it lies, and
+/// another device copies it once. The graph is immutable, and nothing writes to index tensors.
+torch::Tensor to_tensor(const IndexArray& a, torch::ScalarType dtype, const std::shared_ptr<const GraphData>& keep) {
+  const torch::ScalarType own = a.narrow() ? torch::kInt : torch::kLong;
+  auto t = torch::from_blob(const_cast<void*>(a.data()), {static_cast<int64_t>(a.size())}, [keep](void*) {},
+                            torch::TensorOptions().dtype(own));
+  return dtype == own ? t : t.to(dtype);
+}
+
+AdjacencyTensors adjacency_tensors(const Adjacency& a, torch::ScalarType dtype,
+                                   const std::shared_ptr<const GraphData>& keep) {
+  return {to_tensor(a.ptr, dtype), to_tensor(a.nbr, dtype, keep), to_tensor(a.eid, dtype, keep),
+          to_tensor(a.degree_order, dtype)};
 }
 
 /// The edge list in edge-id order into `src` and `dst` (E entries each), written straight from
@@ -34,11 +46,15 @@ AdjacencyTensors adjacency_tensors(const Adjacency& a, torch::ScalarType dtype) 
 template <class T>
 void fill_coo(const GraphData& g, T* src, T* dst) {
   const Adjacency& in = g.in();
-  for (int64_t v = 0; v < g.num_dst(); ++v)
-    for (int64_t j = in.ptr[v]; j < in.ptr[v + 1]; ++j) {
-      src[in.eid[j]] = static_cast<T>(in.nbr[j]);
-      dst[in.eid[j]] = static_cast<T>(v);
-    }
+  in.nbr.visit([&](const auto* nbr) {
+    in.eid.visit([&](const auto* eid) {
+      for (int64_t v = 0; v < g.num_dst(); ++v)
+        for (int64_t j = in.ptr[v]; j < in.ptr[v + 1]; ++j) {
+          src[eid[j]] = static_cast<T>(nbr[j]);
+          dst[eid[j]] = static_cast<T>(v);
+        }
+    });
+  });
 }
 
 /// [2, E]: row 0 the sources, row 1 the destinations.
@@ -135,14 +151,14 @@ const DeviceGraph& Graph::on(const torch::Device& device, bool coo, bool out) co
   if (!slot) {
     auto dg = std::make_unique<DeviceGraph>();
     dg->index_dtype = g.fits_int32() ? torch::kInt : torch::kLong;
-    dg->in = adjacency_tensors(g.in(), dg->index_dtype);
+    dg->in = adjacency_tensors(g.in(), dg->index_dtype, data_);
     if (g.has_node_types()) dg->node_type = to_tensor(g.types().node_type, dg->index_dtype);
     if (g.has_edge_types()) dg->edge_type = to_tensor(g.types().edge_type, dg->index_dtype);
     to_device({&dg->in.ptr, &dg->in.nbr, &dg->in.eid, &dg->in.degree_order, &dg->node_type, &dg->edge_type});
     slot = std::move(dg);
   }
   if (out && !slot->out.ptr.defined()) {  // as the COO arrays below: written once, under the lock
-    AdjacencyTensors o = adjacency_tensors(g.out(), slot->index_dtype);
+    AdjacencyTensors o = adjacency_tensors(g.out(), slot->index_dtype, data_);
     to_device({&o.ptr, &o.nbr, &o.eid, &o.degree_order});
     slot->out = std::move(o);
   }

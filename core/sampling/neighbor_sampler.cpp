@@ -38,7 +38,8 @@ struct Stream {
 };
 
 /// Positions (0 .. deg-1) of the neighbours taken from one run of `deg` slots.
-void choose(int64_t deg, int64_t fanout, const SamplerOptions& o, const int64_t* eids, Stream& rng,
+template <class Idx>
+void choose(int64_t deg, int64_t fanout, const SamplerOptions& o, const Idx* eids, Stream& rng,
             std::vector<int64_t>& out) {
   out.clear();
   if (deg == 0 || fanout == 0) return;
@@ -182,8 +183,10 @@ void relabel_in_parallel(SampledBlock& blk, std::vector<int64_t>& local, int64_t
 /// One hop: the draws of every destination of `frontier`, in two parallel passes (count, then
 /// draw again into the block's flat arrays: the draws are a pure function of (seed, hop, vertex),
 /// so both passes take the same neighbours), then the relabelling.
-SampledBlock sample_hop(const GraphData& g, const std::vector<int64_t>& frontier, int64_t hop,
-                        const std::vector<int64_t>& f, const SamplerOptions& o) {
+/// `nbr` and `eid` are the in-adjacency's arrays at the graph's width.
+template <class Idx>
+SampledBlock sample_hop(const GraphData& g, const Idx* nbr, const Idx* eid, const std::vector<int64_t>& frontier,
+                        int64_t hop, const std::vector<int64_t>& f, const SamplerOptions& o) {
   const Adjacency& in = g.in();
   const int64_t R = std::max<int64_t>(1, g.types().num_edge_types);
   const bool per_relation = g.has_edge_types() && f.size() > 1;
@@ -195,8 +198,8 @@ SampledBlock sample_hop(const GraphData& g, const std::vector<int64_t>& frontier
     if (i + 16 < D) __builtin_prefetch(&in.ptr[frontier[i + 16]]);
     if (i + 8 < D) {
       const int64_t at = in.ptr[frontier[i + 8]];
-      __builtin_prefetch(&in.nbr[at]);
-      __builtin_prefetch(&in.eid[at]);
+      __builtin_prefetch(&nbr[at]);
+      __builtin_prefetch(&eid[at]);
     }
   };
   auto draw = [&](int64_t i, std::vector<int64_t>& run, auto&& emit) {
@@ -204,16 +207,16 @@ SampledBlock sample_hop(const GraphData& g, const std::vector<int64_t>& frontier
     Stream rng(o.seed, hop, v);
     const int64_t beg = in.ptr[v], end = in.ptr[v + 1];
     if (!per_relation) {
-      choose(end - beg, f[0], o, in.eid.data() + beg, rng, run);
+      choose(end - beg, f[0], o, eid + beg, rng, run);
       for (int64_t j : run) emit(beg + j);
       return;
     }
     // the CSC is sorted by relation within a destination: one run per relation
     for (int64_t a = beg; a < end;) {
-      const int64_t r = g.types().edge_type[in.eid[a]];
+      const int64_t r = g.types().edge_type[eid[a]];
       int64_t b = a;
-      while (b < end && g.types().edge_type[in.eid[b]] == r) ++b;
-      choose(b - a, f[std::min<int64_t>(r, R - 1)], o, in.eid.data() + a, rng, run);
+      while (b < end && g.types().edge_type[eid[b]] == r) ++b;
+      choose(b - a, f[std::min<int64_t>(r, R - 1)], o, eid + a, rng, run);
       for (int64_t j : run) emit(a + j);
       a = b;
     }
@@ -253,8 +256,8 @@ SampledBlock sample_hop(const GraphData& g, const std::vector<int64_t>& frontier
       prefetch(i);
       int64_t k = blk.ptr[i];
       draw(i, run, [&](int64_t slot) {
-        blk.src[k] = in.nbr[slot];
-        blk.eid[k] = in.eid[slot];
+        blk.src[k] = nbr[slot];
+        blk.eid[k] = eid[slot];
         ++k;
       });
     }
@@ -295,7 +298,11 @@ std::vector<SampledBlock> sample_neighbors(const GraphData& g, const std::vector
   blocks.reserve(fanouts.size());  // `frontier` points into the last block
   const std::vector<int64_t>* frontier = &seeds;
   for (size_t hop = 0; hop < fanouts.size(); ++hop) {
-    blocks.push_back(sample_hop(g, *frontier, static_cast<int64_t>(hop), fanouts[hop], o));
+    const Adjacency& in = g.in();
+    blocks.push_back(in.nbr.visit([&](const auto* nbr) {
+      return sample_hop(g, nbr, static_cast<decltype(nbr)>(in.eid.data()), *frontier, static_cast<int64_t>(hop),
+                        fanouts[hop], o);
+    }));
     frontier = &blocks.back().src_nodes;
   }
   return blocks;

@@ -99,12 +99,21 @@ bool is_permutation_of_iota(Ids v) {
   return true;
 }
 
+/// An adjacency with every array widened to int64, so that the checkers below read one kind
+/// of array and the checker test can corrupt a copy freely.
+struct PlainAdjacency {
+  Ids ptr, nbr, eid, degree_order;
+  int64_t degree(int64_t v) const { return ptr[v + 1] - ptr[v]; }
+};
+
+PlainAdjacency plain(const Adjacency& a) { return {a.ptr, a.nbr.to_vector(), a.eid.to_vector(), a.degree_order}; }
+
 /// Checks an adjacency against the edge list it was built from. `centre` / `other` are
 /// (dst, src) for in() and (src, dst) for out(). Each slot must name its original edge
 /// (eid) and that edge's other endpoint (nbr); together the slots must be exactly the
 /// input edges. `edge_type` null means untyped: slots of one centre are then in edge-id
 /// order (the sort is stable). Otherwise they are ordered by (type, edge id).
-void expect_adjacency_matches(const Adjacency& adj, const Ids& centre, const Ids& other, int64_t num_nodes,
+void expect_adjacency_matches(const PlainAdjacency& adj, const Ids& centre, const Ids& other, int64_t num_nodes,
                               const Ids* edge_type) {
   const auto num_edges = static_cast<int64_t>(centre.size());
   ASSERT_EQ(adj.ptr.size(), static_cast<size_t>(num_nodes + 1));
@@ -141,7 +150,7 @@ void expect_adjacency_matches(const Adjacency& adj, const Ids& centre, const Ids
 
 /// Degrees read from ptr must equal the number of edges with that centre, and degree_order
 /// must list every centre once, by decreasing degree, ties by increasing id.
-void expect_degrees_match(const Adjacency& adj, const Ids& centre, int64_t num_nodes) {
+void expect_degrees_match(const PlainAdjacency& adj, const Ids& centre, int64_t num_nodes) {
   Ids count(num_nodes, 0);
   for (int64_t c : centre) ++count[c];
   for (int64_t v = 0; v < num_nodes; ++v) EXPECT_EQ(adj.degree(v), count[v]) << "vertex " << v;
@@ -161,13 +170,13 @@ void expect_indices_valid(const GraphData& g) {
   const Ids* et = g.has_edge_types() ? &g.types().edge_type : nullptr;
   {
     SCOPED_TRACE("in() / CSC");
-    expect_adjacency_matches(g.in(), g.dst(), g.src(), g.num_nodes(), et);
-    expect_degrees_match(g.in(), g.dst(), g.num_nodes());
+    expect_adjacency_matches(plain(g.in()), g.dst(), g.src(), g.num_nodes(), et);
+    expect_degrees_match(plain(g.in()), g.dst(), g.num_nodes());
   }
   {
     SCOPED_TRACE("out() / CSR");
-    expect_adjacency_matches(g.out(), g.src(), g.dst(), g.num_nodes(), et);
-    expect_degrees_match(g.out(), g.src(), g.num_nodes());
+    expect_adjacency_matches(plain(g.out()), g.src(), g.dst(), g.num_nodes(), et);
+    expect_degrees_match(plain(g.out()), g.src(), g.num_nodes());
   }
 }
 
@@ -209,12 +218,12 @@ TEST(Graph, BuildsCscAndCsr) {
   auto g = GraphData::from_coo({0, 1, 2, 2}, {1, 2, 0, 1}, 3);
   EXPECT_EQ(g->num_edges(), 4);
   EXPECT_EQ(g->in().ptr, (std::vector<int64_t>{0, 1, 3, 4}));
-  EXPECT_EQ(g->in().eid, (std::vector<int64_t>{2, 0, 3, 1}));
+  EXPECT_EQ(g->in().eid.to_vector(), (std::vector<int64_t>{2, 0, 3, 1}));
   EXPECT_EQ(g->out().ptr, (std::vector<int64_t>{0, 1, 2, 4}));
   // The remaining fields, worked out by hand for this graph.
-  EXPECT_EQ(g->in().nbr, (Ids{2, 0, 2, 1}));
-  EXPECT_EQ(g->out().eid, (Ids{0, 1, 2, 3}));
-  EXPECT_EQ(g->out().nbr, (Ids{1, 2, 0, 1}));
+  EXPECT_EQ(g->in().nbr.to_vector(), (Ids{2, 0, 2, 1}));
+  EXPECT_EQ(g->out().eid.to_vector(), (Ids{0, 1, 2, 3}));
+  EXPECT_EQ(g->out().nbr.to_vector(), (Ids{1, 2, 0, 1}));
   EXPECT_EQ(g->in().degree_order, (Ids{1, 0, 2}));
   EXPECT_EQ(g->out().degree_order, (Ids{2, 0, 1}));
   EXPECT_EQ(g->src(), (Ids{0, 1, 2, 2}));
@@ -291,30 +300,30 @@ TEST(GraphCheckers, DetectCorruptedIndices) {
   auto g = GraphData::from_coo({0, 1, 2, 2}, {1, 2, 0, 1}, 3);
   const Ids& src = g->src();
   const Ids& dst = g->dst();
-  auto in_failures = [&](const Adjacency& adj) {
+  auto in_failures = [&](const PlainAdjacency& adj) {
     return captured_failures([&] { expect_adjacency_matches(adj, dst, src, 3, nullptr); });
   };
-  EXPECT_EQ(in_failures(g->in()), "");
+  EXPECT_EQ(in_failures(plain(g->in())), "");
 
-  Adjacency swapped = g->in();  // vertex 1's slots out of edge-id order
+  PlainAdjacency swapped = plain(g->in());  // vertex 1's slots out of edge-id order
   std::swap(swapped.eid[1], swapped.eid[2]);
   std::swap(swapped.nbr[1], swapped.nbr[2]);
   EXPECT_NE(in_failures(swapped).find("edge-id order"), std::string::npos);
 
-  Adjacency wrong_nbr = g->in();
+  PlainAdjacency wrong_nbr = plain(g->in());
   wrong_nbr.nbr[0] = 1;
   EXPECT_NE(in_failures(wrong_nbr).find("edge 2"), std::string::npos);
 
-  Adjacency wrong_centre = g->in();  // edge 0 filed under vertex 2 instead of 1
+  PlainAdjacency wrong_centre = plain(g->in());  // edge 0 filed under vertex 2 instead of 1
   std::swap(wrong_centre.eid[1], wrong_centre.eid[3]);
   std::swap(wrong_centre.nbr[1], wrong_centre.nbr[3]);
   EXPECT_NE(in_failures(wrong_centre).find("holds edge"), std::string::npos);
 
-  Adjacency duplicated = g->in();  // eid no longer a permutation
+  PlainAdjacency duplicated = plain(g->in());  // eid no longer a permutation
   duplicated.eid[0] = duplicated.eid[1];
   EXPECT_NE(in_failures(duplicated).find("permutation"), std::string::npos);
 
-  Adjacency bad_order = g->in();  // ties must go by increasing id
+  PlainAdjacency bad_order = plain(g->in());  // ties must go by increasing id
   std::swap(bad_order.degree_order[1], bad_order.degree_order[2]);
   EXPECT_NE(captured_failures([&] { expect_degrees_match(bad_order, dst, 3); }).find("degree_order[1]"),
             std::string::npos);
@@ -329,11 +338,11 @@ TEST(GraphTyped, SortsByEdgeTypeWithinEachCentre) {
   EXPECT_TRUE(g->has_edge_types());
   EXPECT_EQ(g->types().num_edge_types, 2);
   EXPECT_EQ(g->in().ptr, (Ids{0, 0, 4, 4}));
-  EXPECT_EQ(g->in().eid, (Ids{1, 3, 0, 2}));
-  EXPECT_EQ(g->in().nbr, (Ids{1, 0, 0, 2}));
+  EXPECT_EQ(g->in().eid.to_vector(), (Ids{1, 3, 0, 2}));
+  EXPECT_EQ(g->in().nbr.to_vector(), (Ids{1, 0, 0, 2}));
   // Out: vertex 0 has edges 0 (type 1) and 3 (type 0) -> 3 first.
   EXPECT_EQ(g->out().ptr, (Ids{0, 2, 3, 4}));
-  EXPECT_EQ(g->out().eid, (Ids{3, 0, 1, 2}));
+  EXPECT_EQ(g->out().eid.to_vector(), (Ids{3, 0, 1, 2}));
 }
 
 TEST(GraphTyped, RandomRoundTripKeepsTypeThenEdgeIdOrder) {
@@ -402,7 +411,7 @@ TEST(GraphTyped, AcceptsExplicitCountsLargerThanLargestType) {
   auto g = GraphData::from_coo({0, 1, 2}, {2, 2, 2}, 3, t);
   EXPECT_EQ(g->types().num_node_types, 6);
   EXPECT_EQ(g->types().num_edge_types, 9);
-  EXPECT_EQ(g->in().eid, (Ids{1, 0, 2}));
+  EXPECT_EQ(g->in().eid.to_vector(), (Ids{1, 0, 2}));
   expect_indices_valid(*g);
 }
 
@@ -467,6 +476,37 @@ TEST(GraphErrors, TypesWithoutCountAreNotSilentlyDropped) {
   GraphTypes t;
   t.edge_type = {0};
   expect_value_error([&] { GraphData::from_coo({0}, {1}, 2, t); }, {"edge_type[0]", "num_edge_types = 0"});
+}
+
+// ---------------------------------------------------------------------------------------
+// Index storage width.
+
+TEST(IndexArray, NarrowAndWideHoldTheSameIds) {
+  const Ids ids{0, 7, 2147483646, 3};
+  const IndexArray narrow(ids, true), wide(ids, false);
+  EXPECT_TRUE(narrow.narrow());
+  EXPECT_FALSE(wide.narrow());
+  for (const IndexArray* a : {&narrow, &wide}) {
+    ASSERT_EQ(a->size(), ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ((*a)[i], ids[i]);
+    EXPECT_EQ(a->to_vector(), ids);
+  }
+  EXPECT_EQ(narrow.visit([](const auto* p) { return sizeof(*p); }), sizeof(int32_t));
+  EXPECT_EQ(wide.visit([](const auto* p) { return sizeof(*p); }), sizeof(int64_t));
+}
+
+TEST(IndexArray, GraphsThatFitStoreInt32) {
+  auto g = GraphData::from_coo({0, 1, 2}, {1, 2, 0}, 3);
+  EXPECT_TRUE(g->fits_int32());
+  for (const Adjacency* adj : {&g->in(), &g->out()}) {
+    EXPECT_TRUE(adj->nbr.narrow());
+    EXPECT_TRUE(adj->eid.narrow());
+  }
+  // a sampled block's arrays, and a block's deferred out-edge index, too
+  auto b = GraphData::from_csc_bipartite({0, 2, 3}, {3, 1, 0}, 4);
+  EXPECT_TRUE(b->in().nbr.narrow());
+  EXPECT_TRUE(b->out().nbr.narrow());
+  EXPECT_EQ(b->out().nbr.to_vector(), (Ids{1, 0, 0}));  // sources 0, 1, 3 -> destinations 1, 0, 0
 }
 
 // ---------------------------------------------------------------------------------------
@@ -626,7 +666,7 @@ TEST(GraphSelfLoops, RemoveUndoesAdd) {
   EXPECT_EQ(kept, (Ids{0, 1, 2}));
   EXPECT_EQ(h->src(), g->src());
   EXPECT_EQ(h->dst(), g->dst());
-  EXPECT_EQ(h->in().eid, g->in().eid);
+  EXPECT_EQ(h->in().eid.to_vector(), g->in().eid.to_vector());
 }
 
 TEST(Graph, SmallGraphsFitInt32) {

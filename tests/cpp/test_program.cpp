@@ -326,6 +326,27 @@ TEST(ProgramErrors, ReturningAStaleValueIsTraceError) {
 
 // ---- the trace cache -----------------------------------------------------------------------
 
+// A CPU graph's E-long index tensors are views of the graph's own int32 storage, not copies,
+// and keep that storage alive after the last Graph handle is gone.
+TEST(GraphStorage, CpuIndexTensorsViewTheGraphsInt32Arrays) {
+  torch::Tensor nbr, eid, ptr;
+  const void* storage = nullptr;
+  {
+    auto g = Graph::from_edge_index(torch::tensor({{0, 0, 2, 3, 3}, {1, 2, 2, 0, 0}}), 5);
+    ASSERT_TRUE(g.data().in().nbr.narrow());
+    storage = g.data().in().nbr.data();
+    const DeviceGraph& d = g.on(torch::kCPU, /*coo=*/false);
+    EXPECT_EQ(d.in.nbr.scalar_type(), torch::kInt);
+    EXPECT_EQ(d.in.nbr.data_ptr(), storage);
+    EXPECT_EQ(d.in.eid.data_ptr(), g.data().in().eid.data());
+    nbr = d.in.nbr, eid = d.in.eid, ptr = d.in.ptr;
+  }
+  EXPECT_EQ(nbr.data_ptr(), storage);  // the graph is gone; its arrays are still there
+  EXPECT_TRUE(torch::equal(nbr, torch::tensor({3, 3, 0, 0, 2}, torch::kInt)));
+  EXPECT_TRUE(torch::equal(eid, torch::tensor({3, 4, 0, 1, 2}, torch::kInt)));
+  EXPECT_TRUE(torch::equal(ptr, torch::tensor({0, 2, 3, 5, 5, 5}, torch::kInt)));
+}
+
 TEST(ProgramCache, TracesOncePerSignature) {
   Graph g = small_graph();
   std::atomic<int> runs{0};
