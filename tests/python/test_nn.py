@@ -152,6 +152,7 @@ CASES = {
     "sage_max": (lambda: snn.SAGEConv(F_IN, 4, aggr="max", bias=False), ref_sage, 4),
     "gin": (lambda: snn.GINConv(mlp(F_IN, 6, 4)), ref_gin, 4),
     "gin_train_eps": (lambda: snn.GINConv(mlp(F_IN, 6, 4), eps=0.3, train_eps=True), ref_gin, 4),
+    "gin_fixed_eps": (lambda: snn.GINConv(mlp(F_IN, 6, 4), eps=-0.4), ref_gin, 4),
     "appnp": (lambda: snn.APPNP(K=4, alpha=0.15), lambda ei, n, x, l: ref_appnp(ei, n, x, 4, 0.15), F_IN),
 }
 GRAPHS = {"awkward": awkward_graph(), "random": random_graph(11, 40, seed=3)}

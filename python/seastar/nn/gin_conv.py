@@ -6,6 +6,8 @@ from typing import Optional
 import torch
 from torch import nn
 
+from .. import ops as ss
+from ..program import vertex_program
 from ._inputs import Batch, normalise_call, resolve, split_features
 from ._precision import float32_inside
 from ._utils import dense
@@ -13,14 +15,22 @@ from .gcn_conv import propagate
 from .sage_conv import _all_ones
 
 
+@vertex_program(name="gin_sum_with_self")
+def sum_with_self(v):
+    """The neighbour sum plus the vertex's own term ``r = (1 + eps) * x``, written once: no
+    separate aggregate, scaled copy and sum of the two."""
+    return ss.sum(e.src.h for e in v.in_edges()) + v.r
+
+
 class GINConv(nn.Module):
     r"""GIN: ``out_i = nn((1 + eps) * x_i + sum_{j -> i} x_j)``.
 
     ``nn`` is any module applied row-wise (usually an MLP); ``eps`` is a constant, or a learned
     parameter with ``train_eps=True`` (stored as ``eps`` either way, a buffer when fixed, as PyG).
-    The neighbour sum is a vertex program; the self term ``(1 + eps) * x_i`` and ``nn`` are dense
-    torch (kept out of the program so a learned ``eps`` needs no reduction of a parameter
-    gradient over all rows inside it).
+    The neighbour sum and the self term are one vertex program (``sum_with_self``), which adds
+    ``r = (1 + eps) * x_i`` as it writes each row; ``r`` is computed by torch (so a learned
+    ``eps`` needs no reduction of a parameter gradient over all rows inside the program) and is
+    ``x_i`` itself for a fixed ``eps = 0``. ``nn`` is dense torch.
 
     Calls: ``conv(graph, x)``; PyG's ``conv(x, edge_index, size=None)``, ``conv(x, adj_t)`` (a
     sparse ``adj_t``'s values weight the sum, as PyG's sparse path does), ``conv((x_src, x_dst),
@@ -66,12 +76,21 @@ class GINConv(nn.Module):
             x_dst = Batch.fold(x_dst)[0]
         s = resolve("GINConv", x_src, x_dst, edge_index, size)
         w = None if _all_ones(s.values) else s.values
-        out = propagate(s, x_src, w, self.backend)
-        if x_dst is not None:
-            out = out + (1.0 + self.eps.to(x_dst.dtype)) * x_dst
+        if x_dst is not None and w is None:
+            out = s.out(sum_with_self(s.graph, backend=self.backend, h=s.src(x_src), r=s.dst(self._self_term(x_dst))))
+        else:
+            out = propagate(s, x_src, w, self.backend)
+            if x_dst is not None:
+                out = out + self._self_term(x_dst)
         if batch is not None:
             out = batch.unfold(out)
         return self.nn(out)
+
+    def _self_term(self, x_dst: torch.Tensor) -> torch.Tensor:
+        """``(1 + eps) * x_dst``; ``x_dst`` itself when eps is a fixed 0 (the default), no copy."""
+        if not self.eps.requires_grad and not self.eps.is_meta and float(self.eps) == 0.0:
+            return x_dst
+        return (1.0 + self.eps.to(x_dst.dtype)) * x_dst
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"
