@@ -21,6 +21,7 @@
 #include "core/frontend/builder.h"
 #include "core/graph/graph_tensors.h"
 #include "core/sampling/neighbor_sampler.h"
+#include "kernels/row_gather.h"
 #include "examples/cpp/planetoid.h"
 #include "api/program.h"
 
@@ -160,8 +161,8 @@ int run(const Args& args) {
       Batch b = sample(ds.graph, seeds, args.fanouts, args.seed * 1000003 + epoch * 7919 + lo);
       sample_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
       opt.zero_grad();
-      auto loss = torch::nn::functional::cross_entropy(forward(b, ds.x.index_select(0, b.input_nodes), true),
-                                                       ds.y.index_select(0, b.seeds));
+      auto x = seastar::kernels::gather_rows(ds.x, b.input_nodes);  // into a buffer a past batch gave back
+      auto loss = torch::nn::functional::cross_entropy(forward(b, x, true), ds.y.index_select(0, b.seeds));
       loss.backward();
       opt.step();
       loss_sum += loss.item<double>() * static_cast<double>(seeds.size());
@@ -169,7 +170,7 @@ int run(const Args& args) {
     double epoch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     model->eval();
     torch::NoGradGuard no_grad;
-    auto pred = forward(full, ds.x.index_select(0, full.input_nodes), false).argmax(-1);
+    auto pred = forward(full, seastar::kernels::gather_rows(ds.x, full.input_nodes), false).argmax(-1);
     // full.seeds = every vertex in id order, so pred[v] is vertex v's prediction
     auto acc = [&](const torch::Tensor& m) { return pred.index({m}).eq(ds.y.index({m})).to(torch::kDouble).mean().item<double>(); };
     double val = acc(ds.val_mask), test = acc(ds.test_mask);

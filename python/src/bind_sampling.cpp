@@ -10,6 +10,7 @@
 #include "core/graph/graph_tensors.h"
 #include "core/sampling/neighbor_sampler.h"
 #include "core/util/errors.h"
+#include "kernels/row_gather.h"
 #include "python/src/bindings.h"
 
 namespace py = pybind11;
@@ -29,41 +30,6 @@ torch::Tensor tensor_of(std::vector<int64_t>&& v) {
   auto owner = new std::vector<int64_t>(std::move(v));
   return torch::from_blob(
       owner->data(), {static_cast<int64_t>(owner->size())}, [owner](void*) { delete owner; }, torch::kLong);
-}
-
-/// x[idx] for a CPU tensor whose rows are contiguous (the loader's feature gather): rows copied
-/// without the GIL, each row prefetched a few rows ahead (the rows are scattered over x, so each
-/// one's first cache lines miss; index_select waits for them one row at a time).
-torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& idx) {
-  // anything else (another device, strided or sparse rows, a tensor autograd tracks): torch's own gather
-  if (!x.device().is_cpu() || x.is_sparse() || x.dim() < 1 || !x.is_contiguous() || x.requires_grad())
-    return x.index_select(0, idx.to(x.device()));
-  const std::vector<int64_t> rows = ids_of(idx, "idx");
-  const int64_t n = x.size(0);
-  for (size_t k = 0; k < rows.size(); ++k)
-    if (rows[k] < 0 || rows[k] >= n)
-      SEASTAR_THROW(ValueError, "idx[", k, "] = ", rows[k], " is out of range for ", n, " rows");
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape[0] = static_cast<int64_t>(rows.size());
-  torch::Tensor out = torch::empty(shape, x.options());
-  const size_t row_bytes = static_cast<size_t>(x.numel() / std::max<int64_t>(n, 1)) * x.element_size();
-  const char* src = static_cast<const char*>(x.data_ptr());
-  char* dst = static_cast<char*>(out.data_ptr());
-  py::gil_scoped_release nogil;
-  constexpr int64_t kAhead = 8;
-  const size_t lines = std::min<size_t>((row_bytes + 63) / 64, 8);  // the first 512 bytes of a row
-  const int64_t m = static_cast<int64_t>(rows.size());
-  // the calling thread's OpenMP threads (the sampler's convention): torch.set_num_threads on the
-  // main thread; on the loader's thread, what it set with set_local_threads
-#pragma omp parallel for schedule(dynamic, 512) if (m * static_cast<int64_t>(row_bytes) >= (1 << 20))
-  for (int64_t k = 0; k < m; ++k) {
-    if (k + kAhead < m) {
-      const char* next = src + rows[k + kAhead] * row_bytes;
-      for (size_t l = 0; l < lines; ++l) __builtin_prefetch(next + 64 * l);
-    }
-    std::memcpy(dst + k * row_bytes, src + rows[k] * row_bytes, row_bytes);
-  }
-  return out;
 }
 
 /// Samples and builds the block graphs without the GIL, so a loader thread overlaps training.
@@ -135,9 +101,12 @@ void bind_sampling(py::module_& m) {
         "gathering); other threads keep theirs (torch.set_num_threads sets torch's own, for every thread).");
   m.def("local_threads", [] { return omp_get_max_threads(); },
         "The OpenMP threads of the parallel regions the calling thread would start now.");
-  m.def("gather_rows", &gather_rows, py::arg("x"), py::arg("idx"),
-        "x[idx] along dim 0 (a CPU tensor with contiguous rows: copied without the GIL, rows prefetched; "
-        "anything else: index_select).");
+  m.def("gather_rows", &kernels::gather_rows, py::arg("x"), py::arg("idx"),
+        py::call_guard<py::gil_scoped_release>(),
+        "x[idx] along dim 0 (a CPU tensor with contiguous rows: copied without the GIL, rows prefetched, "
+        "into buffers recycled across batches; anything else: index_select).");
+  m.def("gather_buffers_idle_bytes", &kernels::gather_buffers_idle_bytes,
+        "Bytes of gather_rows' recycled buffers that no tensor uses now.");
   m.def("sample_neighbors", &sample, py::arg("graph"), py::arg("seeds"), py::arg("fanouts"), py::arg("seed") = 0,
         py::arg("replace") = false, py::arg("weights") = py::none(),
         "Samples len(fanouts) hops of in-neighbours from `seeds`; returns [(block, src_nodes, edge_ids)] innermost "

@@ -263,6 +263,32 @@ def test_large_gathers_run_on_the_team_and_behave_as_any_tensor():
     assert torch.equal(pickle.loads(pickle.dumps(view)), x.index_select(0, idx)[5:] * 2)
 
 
+def test_large_gathers_recycle_the_buffers_of_dead_outputs_only():
+    """A gather of 1 MB or more writes into a buffer a dead output gave back (its pages are
+    mapped already), never into one a live tensor still views; buffers come back from any
+    thread, and only a few stay idle."""
+    import threading
+    x = torch.randn(5000, 500)  # 6 MB outputs: larger than any other test's, so only ours fit them
+    idx = [torch.randint(0, 5000, (3000 + 37 * k,), generator=torch.Generator().manual_seed(k)) for k in range(12)]
+    first = ss._C.gather_rows(x, idx[0])
+    ptr = first.data_ptr()
+    del first
+    again = ss._C.gather_rows(x, idx[1])  # a little larger: fits the headroom of the first
+    assert again.data_ptr() == ptr and torch.equal(again, x.index_select(0, idx[1]))
+    live = [again] + [ss._C.gather_rows(x, i) for i in idx[2:8]]
+    assert len({t.data_ptr() for t in live}) == len(live)  # no live buffer is lent twice
+    for t, i in zip(live, idx[1:8]):
+        assert torch.equal(t, x.index_select(0, i))
+    dropper = threading.Thread(target=live.clear)  # outputs die on another thread
+    dropper.start()
+    dropper.join()
+    assert 0 < ss._C.gather_buffers_idle_bytes() <= 4 * (3000 + 37 * 12) * 500 * 4 * 1.25 + 4 * 65536
+    for i in idx[8:]:
+        assert torch.equal(ss._C.gather_rows(x, i), x.index_select(0, i))
+    with pytest.raises(TypeError, match="integer row ids"):
+        ss._C.gather_rows(x, torch.tensor([0.0, 1.0]))
+
+
 def test_gather_rows_falls_back_to_index_select():
     """Rows that are not contiguous, or a tensor autograd tracks (learned embeddings as the
     loader's x), go through index_select: the same values, and the gradient flows."""
