@@ -198,8 +198,11 @@ class GATConv(nn.Module):
             h_dst = None
             if x_dst is not None:
                 h_dst = h_src if not pair and self.lin is not None else lin_d(x_dst).view(-1, H, C)
-            el = (h_src * self.att_src).sum(-1, keepdim=True)  # [N_src, H, 1]
-            er = None if h_dst is None else (h_dst * self.att_dst).sum(-1, keepdim=True)
+            if h_dst is h_src:  # both halves from one product: one [N, H*C] gradient, not two
+                el, er = self._score(h_src, torch.cat([self.att_src, self.att_dst])).split(self.heads, dim=1)
+            else:
+                el = self._score(h_src, self.att_src)  # [N_src, H, 1]
+                er = None if h_dst is None else self._score(h_dst, self.att_dst)
 
         s = resolve("GATConv", x_src, x_dst, edge_index, size)
         if self.add_self_loops:
@@ -252,6 +255,17 @@ class GATConv(nn.Module):
         project = ns * F_in * H * C + EDGE_COST * E * H * C
         aggregate = (ns + nd) * F_in * H + EDGE_COST * E * H * F_in + nd * F_in * H * C
         return aggregate < AGGREGATE_FIRST_MARGIN * project
+
+    def _score(self, h: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
+        """``<h_k, att_k>`` per head for each of the K vectors ``att`` [K, H, C] stacks, as
+        [N, K*H, 1]: one product with the block-diagonal [H*C, K*H] matrix of ``att``, where
+        ``(h * att).sum(-1)`` would write an [N, H, C] temporary forward and two more backward,
+        each as large as ``h``."""
+        H, C = self.heads, self.out_channels
+        K = att.shape[0]
+        eye = torch.eye(H, dtype=att.dtype, device=att.device)
+        blocks = att.view(K, H, C, 1) * eye.view(1, H, 1, H)  # [K, H, C, H]: att[k, h] on block (h, h)
+        return (h.reshape(-1, H * C) @ blocks.permute(1, 2, 0, 3).reshape(H * C, K * H).to(h.dtype)).unsqueeze(-1)
 
     def _score_half(self, x: torch.Tensor, lin: Linear, att: torch.Tensor) -> torch.Tensor:
         """``<x W_h, att_h>`` per head as ``x . (W_h^T att_h)``: [N, H, 1] without [N, H*C]."""
