@@ -17,19 +17,27 @@ class CpuEmitter : public EmitterBase {
 
   // A neighbour row is a random read the hardware prefetcher cannot predict, and a long edge
   // body keeps out-of-order execution from reaching the next edges' loads: request the rows of
-  // the edge kPrefetchAhead places on in the edge array early. (Past the end of the centre's list
-  // that is the next centre's, as blocks run in id order.)
-  static constexpr int kPrefetchAhead = 8;
+  // an edge some places on in the edge array early. (Past the end of the centre's list that is
+  // the next centre's, as blocks run in id order.) The distance keeps about kPrefetchBytes of
+  // rows in flight, between 8 and 32 edges: a one-line row (F=16 floats) wants many edges
+  // ahead to cover the memory latency, wide rows fewer (measured on the 1M-vertex graph of
+  // benchmarks/run.py; 64 edges ahead was slower again than 32).
+  static constexpr int kPrefetchBytes = 2048, kPrefetchMin = 8, kPrefetchMax = 32;
   std::string prefetch(const std::vector<std::pair<int, int64_t>>& rows) const override {
     if (rows.empty()) return "";
+    int64_t numel = 0;
+    for (const auto& r : rows) numel += r.second;
+    numel = std::max<int64_t>(numel, 1);
     std::ostringstream os;
-    const std::string ahead = std::to_string(kPrefetchAhead);
-    os << "        if (j + " << ahead << " < E) {\n"
-       << "          const int64_t pn = nbr[j + " << ahead << "];\n";
-    for (const auto& [b, numel] : rows)
-      os << "          for (int64_t q = 0; q < " << numel << " * (int64_t)sizeof(T); q += 64) "
+    os << "        {\n"
+       << "          constexpr int64_t ahead = std::min<int64_t>(" << kPrefetchMax << ", std::max<int64_t>("
+       << kPrefetchMin << ", " << kPrefetchBytes << " / (" << numel << " * (int64_t)sizeof(T))));\n"
+       << "          if (j + ahead < E) {\n"
+       << "            const int64_t pn = nbr[j + ahead];\n";
+    for (const auto& [b, n] : rows)
+      os << "            for (int64_t q = 0; q < " << n << " * (int64_t)sizeof(T); q += 64) "
          << "__builtin_prefetch((const char*)" << buffer_ptr(b, "pn") << " + q);\n";
-    os << "        }\n";
+    os << "          }\n        }\n";
     return os.str();
   }
 
