@@ -159,17 +159,14 @@ std::shared_ptr<const GraphData> GraphData::from_csc_bipartite(std::vector<int64
   g->in_.nbr = IndexArray(std::move(src), narrow);
   g->in_.eid = IndexArray(std::move(eid), narrow);
   set_degree_order(g->in_, num_dst);
-  g->out_deferred_ = true;  // out() sorts it on first use
   return g;
 }
 
 const Adjacency& GraphData::out() const {
-  if (out_deferred_) {
-    std::call_once(out_once_, [this] {
-      const std::vector<int64_t>* et = has_edge_types() ? &types_.edge_type : nullptr;
-      fill_adjacency(out_, src(), dst(), et, types_.num_edge_types, num_src_, fits_int32());
-    });
-  }
+  std::call_once(out_once_, [this] {
+    const std::vector<int64_t>* et = has_edge_types() ? &types_.edge_type : nullptr;
+    fill_adjacency(out_, src(), dst(), et, types_.num_edge_types, num_src_, fits_int32());
+  });
   return out_;
 }
 
@@ -183,8 +180,7 @@ int64_t GraphData::num_nodes() const {
 void GraphData::build_indices(const std::vector<int64_t>& src, const std::vector<int64_t>& dst) {
   const std::vector<int64_t>* et = has_edge_types() ? &types_.edge_type : nullptr;
   const bool narrow = ids_fit_int32(num_src_, num_dst_, static_cast<int64_t>(src.size()));
-  fill_adjacency(in_, dst, src, et, types_.num_edge_types, num_dst_, narrow);
-  fill_adjacency(out_, src, dst, et, types_.num_edge_types, num_src_, narrow);
+  fill_adjacency(in_, dst, src, et, types_.num_edge_types, num_dst_, narrow);  // out(): on first use
 }
 
 std::vector<int64_t> GraphData::src() const {

@@ -74,10 +74,10 @@ class GraphData {
   std::vector<int64_t> src() const;
   std::vector<int64_t> dst() const;
   const Adjacency& in() const { return in_; }    ///< CSC: centre = destination
-  /// CSR: centre = source. A graph made from its in-edge index (from_csc_bipartite: a sampled
-  /// block) builds it on first use: only a pass over the sources' out-edges reads it (backward
-  /// into source features, out-edge programs, out-degrees), and the block of a mini-batch's
-  /// input layer, the largest, usually has none. Thread-safe.
+  /// CSR: centre = source, sorted on first use (thread-safe). Only a pass over the sources'
+  /// out-edges reads it (backward into source features, out-edge programs, out-degrees), and
+  /// many graphs never have one: a first layer's input needs no gradient, and the block of a
+  /// mini-batch's input layer, the largest, is such a layer. Until then it costs no memory.
   const Adjacency& out() const;
   const GraphTypes& types() const { return types_; }
   bool has_node_types() const { return types_.num_node_types > 0; }
@@ -107,8 +107,7 @@ class GraphData {
   GraphTypes types_;
   Adjacency in_;
   mutable Adjacency out_;            ///< see out()
-  mutable std::once_flag out_once_;  ///< builds out_ when it was deferred
-  bool out_deferred_ = false;
+  mutable std::once_flag out_once_;  ///< builds out_ on first use
   uint64_t uid_ = 0;
 };
 

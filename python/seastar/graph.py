@@ -223,9 +223,10 @@ class Graph(OpaqueBase):
         return self._g.tensors(str(torch.device(device)))
 
     def to(self, device) -> "Graph":
-        """Prepares the index tensors on ``device`` (the COO arrays, which only edge kernels
-        read, on first use); the graph itself serves every device."""
-        self._g.tensors(str(torch.device(device)), coo=False)
+        """Prepares the in-edge index on ``device`` (the COO arrays, which only edge kernels
+        read, and the out-edge index, which only backward passes into sources read, on first
+        use); the graph itself serves every device."""
+        self._g.tensors(str(torch.device(device)), coo=False, out=False)
         return self
 
     # -- pickling: the edge list and the types; the indices are rebuilt (O(N + E)) ------------
@@ -254,7 +255,7 @@ def _own_tensor(graph: Graph, name: str) -> Optional[torch.Tensor]:
         return g.in_degrees()
     if name == "out_degrees":
         return g.out_degrees()
-    return g.tensors("cpu", coo=False).get(name)  # node_type, edge_type
+    return g.tensors("cpu", coo=False, out=False).get(name)  # node_type, edge_type
 
 
 def tensor_of(graph: Graph, name: str) -> Optional[torch.Tensor]:

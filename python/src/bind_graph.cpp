@@ -38,21 +38,23 @@ void bind_graph(py::module_& m) {
       .def("index_dtype", [](const Graph& g) { return g.data().fits_int32() ? "int32" : "int64"; })
       .def(
           "tensors",
-          [](const Graph& g, const std::string& device, bool coo) {
-            const DeviceGraph& d = g.on(torch::Device(device), coo);
+          [](const Graph& g, const std::string& device, bool coo, bool out_edges) {
+            const DeviceGraph& d = g.on(torch::Device(device), coo, out_edges);
             py::dict out;
             out["in_ptr"] = d.in.ptr, out["in_nbr"] = d.in.nbr, out["in_eid"] = d.in.eid;
             out["in_order"] = d.in.degree_order;
-            out["out_ptr"] = d.out.ptr, out["out_nbr"] = d.out.nbr, out["out_eid"] = d.out.eid;
-            out["out_order"] = d.out.degree_order;
+            if (d.out.ptr.defined()) {
+              out["out_ptr"] = d.out.ptr, out["out_nbr"] = d.out.nbr, out["out_eid"] = d.out.eid;
+              out["out_order"] = d.out.degree_order;
+            }
             if (coo) out["src"] = d.src, out["dst"] = d.dst;
             if (d.node_type.defined()) out["node_type"] = d.node_type;
             if (d.edge_type.defined()) out["edge_type"] = d.edge_type;
             return out;
           },
-          py::arg("device") = "cpu", py::arg("coo") = true,
+          py::arg("device") = "cpu", py::arg("coo") = true, py::arg("out") = true,
           "Index tensors on `device` (built once per graph and device, then cached); the COO arrays "
-          "src and dst only with `coo`.");
+          "src and dst only with `coo`, the out-edge index (out_*) only with `out` (or once built).");
 }
 
 }  // namespace seastar::python

@@ -129,7 +129,7 @@ def _unweighted_norm(graph, num_src: int, num_dst: int, add_self_loops: bool, de
 def loops_per_vertex(graph, num_dst: int) -> torch.Tensor:
     """How many self loops each destination has, int64 [num_dst], read off the in-adjacency the
     kernels use anyway (not ``edge_index``, which would then be kept with the graph)."""
-    t = graph._g.tensors("cpu", coo=False)
+    t = graph._g.tensors("cpu", coo=False, out=False)
     ptr, nbr = t["in_ptr"].long(), t["in_nbr"]
     centre = torch.repeat_interleave(torch.arange(num_dst), ptr[1:] - ptr[:-1], output_size=nbr.numel())
     return torch.bincount(centre[nbr == centre], minlength=num_dst)
