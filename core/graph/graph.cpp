@@ -131,7 +131,7 @@ std::shared_ptr<const GraphData> GraphData::build(std::vector<int64_t> src, std:
   g->bipartite_ = bipartite;
   g->types_ = std::move(types);
   g->uid_ = next_uid++;
-  g->build_indices(src, dst);
+  g->build_in_index(src, dst);
   return g;
 }
 
@@ -177,10 +177,10 @@ int64_t GraphData::num_nodes() const {
   return num_dst_;
 }
 
-void GraphData::build_indices(const std::vector<int64_t>& src, const std::vector<int64_t>& dst) {
+void GraphData::build_in_index(const std::vector<int64_t>& src, const std::vector<int64_t>& dst) {
   const std::vector<int64_t>* et = has_edge_types() ? &types_.edge_type : nullptr;
   const bool narrow = ids_fit_int32(num_src_, num_dst_, static_cast<int64_t>(src.size()));
-  fill_adjacency(in_, dst, src, et, types_.num_edge_types, num_dst_, narrow);  // out(): on first use
+  fill_adjacency(in_, dst, src, et, types_.num_edge_types, num_dst_, narrow);
 }
 
 std::vector<int64_t> GraphData::src() const {

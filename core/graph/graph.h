@@ -1,9 +1,10 @@
 /** \file
- * Graph storage, independent of torch: the edge list as given (COO), the in-edge index
- * (CSC, destination-major, sorted by edge type within a destination) and the out-edge index
- * (CSR, source-major), each with the original edge id of every slot so that edge features
- * stay aligned whatever the order. Kernels traverse these; the torch layer (graph_tensors.h)
- * turns them into tensors on a device.
+ * Graph storage, independent of torch: the in-edge index (CSC, destination-major, sorted by
+ * edge type within a destination) and the out-edge index (CSR, source-major, sorted on first
+ * use), each with the original edge id of every slot so that edge features stay aligned
+ * whatever the order; the edge list in the given order is rebuilt from the in-edge index when
+ * asked. Kernels traverse these; the torch layer (graph_tensors.h) turns them into tensors on
+ * a device.
  */
 #pragma once
 
@@ -98,7 +99,7 @@ class GraphData {
 
  private:
   GraphData() = default;
-  void build_indices(const std::vector<int64_t>& src, const std::vector<int64_t>& dst);
+  void build_in_index(const std::vector<int64_t>& src, const std::vector<int64_t>& dst);
   static std::shared_ptr<const GraphData> build(std::vector<int64_t> src, std::vector<int64_t> dst, int64_t num_src,
                                                 int64_t num_dst, bool bipartite, GraphTypes types);
 
