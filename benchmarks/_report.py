@@ -171,13 +171,14 @@ def readme_table(results) -> str:
     layer_order = list(LAYER_LABEL)
     rows = [r for r in results["ratios"] if r.get("fused_epoch_ms") is not None and r.get("best_peer")]
     rows.sort(key=lambda r: (r["E"], r.get("threads") or 1, layer_order.index(r["layer"]), r["width"]))
-    L = ["| graph | layer | F | seastar epoch | best peer | peer epoch | best peer / seastar | spread seastar / peer "
-         "| seastar peak | leanest peer | peer peak | leanest / seastar |",
-         "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+    L = ["| graph | layer | F | threads | seastar epoch | best peer | peer epoch | best peer / seastar "
+         "| spread seastar / peer | seastar peak | leanest peer | peer peak | leanest / seastar |",
+         "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
     for r in rows:
         bp, lp = r["best_peer"], r["leanest_peer"]
         graph = r["graph_label"].replace("power law ", "")
-        L.append(f"| {graph} | {LAYER_LABEL[r['layer']]} | {r['width']} | {_time(r['fused_epoch_ms'])} | "
+        L.append(f"| {graph} | {LAYER_LABEL[r['layer']]} | {r['width']} | {r.get('threads') or 1} | "
+                 f"{_time(r['fused_epoch_ms'])} | "
                  f"{IMPL_LABEL[bp]} | {_time(r['best_peer_epoch_ms'])} | **{_x(r['speedup_vs_best'])}** | "
                  f"{_pct(r['fused_epoch_spread'])} / {_pct(r[f'{bp}_epoch_spread'])} | "
                  f"{_mb(r['fused_peak_mb'])} MB | {IMPL_LABEL[lp] if lp else '-'} | "

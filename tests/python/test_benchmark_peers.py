@@ -60,9 +60,9 @@ def test_readme_table_shows_the_best_peer_rows_smaller_graphs_first():
     rows = _report.ratios(big + train)
     table = _report.readme_table(dict(ratios=rows)).splitlines()
     assert len(table) == 4 and table[1].startswith("| --- |")
-    assert table[2] == ("| 100k | GCN | 16 | 1.50 s | DGL | 3.00 s | **2.00x** | - / - | 300 MB | DGL | 200 MB "
+    assert table[2] == ("| 100k | GCN | 16 | 1 | 1.50 s | DGL | 3.00 s | **2.00x** | - / - | 300 MB | DGL | 200 MB "
                         "| 0.67x |")
-    assert table[3].startswith("| 1M | GCN | 16 |")
+    assert table[3].startswith("| 1M | GCN | 16 | 1 |")
 
 
 def test_rows_are_kept_apart_per_thread_count():
