@@ -11,6 +11,7 @@
 #include <new>
 #include <vector>
 
+#include "core/graph/graph_tensors.h"
 #include "core/util/errors.h"
 
 namespace seastar::kernels {
@@ -94,10 +95,8 @@ torch::Tensor output_like(const torch::Tensor& x, std::vector<int64_t> shape, si
 }  // namespace
 
 torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& rows) {
-  if (!rows.defined() || !x.defined()) SEASTAR_THROW(ValueError, "gather_rows: x and idx must be defined tensors");
-  if (rows.is_floating_point() || rows.is_complex() || rows.scalar_type() == torch::kBool)
-    SEASTAR_THROW(TypeError, "idx must hold integer row ids, got ", rows.scalar_type());
-  if (rows.dim() != 1) SEASTAR_THROW(ValueError, "idx must be one-dimensional, got shape ", rows.sizes());
+  if (!x.defined()) SEASTAR_THROW(ValueError, "x is undefined");
+  check_id_tensor(rows, "idx", "row ids");
   // anything else (another device, strided or sparse rows, a tensor autograd tracks): torch's own gather
   if (!x.device().is_cpu() || x.is_sparse() || x.dim() < 1 || !x.is_contiguous() || x.requires_grad())
     return x.index_select(0, rows.to(x.device()));

@@ -8,18 +8,6 @@
 namespace seastar {
 namespace {
 
-std::vector<int64_t> to_ids(const torch::Tensor& t, const char* what) {
-  if (!t.defined()) SEASTAR_THROW(ValueError, what, " is undefined");
-  if (t.is_floating_point() || t.is_complex() || t.scalar_type() == torch::kBool)
-    SEASTAR_THROW(TypeError, what, " must hold integers (int64 or int32), got ", t.scalar_type());
-  if (t.dim() != 1) SEASTAR_THROW(ValueError, what, " must be one-dimensional, got shape ", t.sizes());
-  if (t.is_meta())
-    SEASTAR_THROW(ValueError, what, " is on the meta device, which holds no values; build graphs from CPU or CUDA tensors");
-  auto c = t.to(torch::kCPU, torch::kLong).contiguous();
-  const int64_t* p = c.data_ptr<int64_t>();
-  return std::vector<int64_t>(p, p + c.numel());
-}
-
 torch::Tensor to_tensor(const std::vector<int64_t>& v, torch::ScalarType dtype) {
   auto t = torch::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())}, torch::kLong);
   return dtype == torch::kLong ? t.clone() : t.to(dtype);  // one copy either way (to() copies to another dtype)
@@ -69,6 +57,22 @@ torch::Tensor coo_tensor(const GraphData& g, torch::ScalarType dtype) {
 
 }  // namespace
 
+void check_id_tensor(const torch::Tensor& t, const char* what, const char* kind) {
+  if (!t.defined()) SEASTAR_THROW(ValueError, what, " is undefined");
+  if (t.is_floating_point() || t.is_complex() || t.scalar_type() == torch::kBool)
+    SEASTAR_THROW(TypeError, what, " must hold integer ", kind, " (int64 or int32), got ", t.scalar_type());
+  if (t.dim() != 1) SEASTAR_THROW(ValueError, what, " must be one-dimensional, got shape ", t.sizes());
+}
+
+std::vector<int64_t> ids_from_tensor(const torch::Tensor& t, const char* what, const char* kind) {
+  check_id_tensor(t, what, kind);
+  if (t.is_meta())
+    SEASTAR_THROW(ValueError, what, " is on the meta device, which holds no values; use CPU or CUDA tensors");
+  auto c = t.to(torch::kCPU, torch::kLong).contiguous();
+  const int64_t* p = c.data_ptr<int64_t>();
+  return std::vector<int64_t>(p, p + c.numel());
+}
+
 Graph::Graph(std::shared_ptr<const GraphData> data) : data_(std::move(data)), cache_(std::make_shared<Cache>()) {}
 
 const GraphData& Graph::data() const {
@@ -79,7 +83,7 @@ const GraphData& Graph::data() const {
 Graph Graph::from_coo(const torch::Tensor& src, const torch::Tensor& dst, std::optional<int64_t> num_nodes,
                       const std::optional<torch::Tensor>& node_type, const std::optional<torch::Tensor>& edge_type,
                       int64_t num_node_types, int64_t num_edge_types) {
-  auto s = to_ids(src, "src"), d = to_ids(dst, "dst");
+  auto s = ids_from_tensor(src, "src", "vertex ids"), d = ids_from_tensor(dst, "dst", "vertex ids");
   int64_t n = 0;
   if (num_nodes) {
     n = *num_nodes;
@@ -92,12 +96,12 @@ Graph Graph::from_coo(const torch::Tensor& src, const torch::Tensor& dst, std::o
   types.num_node_types = num_node_types;
   types.num_edge_types = num_edge_types;
   if (node_type && node_type->defined()) {
-    types.node_type = to_ids(*node_type, "node_type");
+    types.node_type = ids_from_tensor(*node_type, "node_type", "type ids");
   } else if (num_node_types == -1) {
     types.num_node_types = 0;
   }
   if (edge_type && edge_type->defined()) {
-    types.edge_type = to_ids(*edge_type, "edge_type");
+    types.edge_type = ids_from_tensor(*edge_type, "edge_type", "type ids");
   } else if (num_edge_types == -1) {
     types.num_edge_types = 0;
   }
@@ -125,18 +129,19 @@ Graph Graph::bipartite(const torch::Tensor& edge_index, int64_t num_src, int64_t
   GraphTypes types;
   types.num_edge_types = num_edge_types;
   if (edge_type && edge_type->defined()) {
-    types.edge_type = to_ids(*edge_type, "edge_type");
+    types.edge_type = ids_from_tensor(*edge_type, "edge_type", "type ids");
   } else if (num_edge_types == -1) {
     types.num_edge_types = 0;
   }
   types.num_node_types = num_node_types;
   if (node_type && node_type->defined()) {
-    types.node_type = to_ids(*node_type, "node_type");
+    types.node_type = ids_from_tensor(*node_type, "node_type", "type ids");
   } else if (num_node_types == -1) {
     types.num_node_types = 0;
   }
-  return Graph(GraphData::from_coo_bipartite(to_ids(edge_index[0], "src"), to_ids(edge_index[1], "dst"), num_src,
-                                             num_dst, std::move(types)));
+  return Graph(GraphData::from_coo_bipartite(ids_from_tensor(edge_index[0], "src", "vertex ids"),
+                                             ids_from_tensor(edge_index[1], "dst", "vertex ids"), num_src, num_dst,
+                                             std::move(types)));
 }
 
 const DeviceGraph& Graph::on(const torch::Device& device, bool coo, bool out) const {

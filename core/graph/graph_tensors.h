@@ -11,10 +11,18 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "core/graph/graph.h"
 
 namespace seastar {
+
+/// Checks a tensor of ids: defined, of an integer dtype, one-dimensional. ValueError /
+/// TypeError naming `what`; `kind` says which ids ("vertex ids", "row ids").
+void check_id_tensor(const torch::Tensor& t, const char* what, const char* kind = "ids");
+/// A checked tensor of ids (check_id_tensor, and not on the meta device, which holds no values)
+/// as int64 values on the CPU.
+std::vector<int64_t> ids_from_tensor(const torch::Tensor& t, const char* what, const char* kind = "ids");
 
 /// One adjacency (CSC or CSR) as tensors of the graph's index dtype.
 struct AdjacencyTensors {

@@ -297,9 +297,9 @@ std::vector<SampledBlock> sample_neighbors(const GraphData& g, const std::vector
   std::vector<SampledBlock> blocks;
   blocks.reserve(fanouts.size());  // `frontier` points into the last block
   const std::vector<int64_t>* frontier = &seeds;
+  const Adjacency& in = g.in();
   for (size_t hop = 0; hop < fanouts.size(); ++hop) {
-    const Adjacency& in = g.in();
-    blocks.push_back(in.nbr.visit([&](const auto* nbr) {
+    blocks.push_back(in.nbr.visit([&](const auto* nbr) {  // a graph's nbr and eid have one width
       return sample_hop(g, nbr, static_cast<decltype(nbr)>(in.eid.data()), *frontier, static_cast<int64_t>(hop),
                         fanouts[hop], o);
     }));

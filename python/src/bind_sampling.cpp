@@ -3,9 +3,6 @@
 #include <omp.h>
 #include <torch/python.h>
 
-#include <algorithm>
-#include <cstring>
-
 #include "core/graph/generators.h"
 #include "core/graph/graph_tensors.h"
 #include "core/sampling/neighbor_sampler.h"
@@ -17,14 +14,6 @@ namespace py = pybind11;
 
 namespace seastar::python {
 namespace {
-
-std::vector<int64_t> ids_of(const torch::Tensor& t, const char* what) {
-  if (t.is_floating_point() || t.is_complex() || t.scalar_type() == torch::kBool)
-    SEASTAR_THROW(TypeError, what, " must hold integer vertex ids, got ", t.scalar_type());
-  if (t.dim() != 1) SEASTAR_THROW(ValueError, what, " must be one-dimensional, got shape ", t.sizes());
-  auto c = t.to(torch::kCPU, torch::kLong).contiguous();
-  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
-}
 
 torch::Tensor tensor_of(std::vector<int64_t>&& v) {
   auto owner = new std::vector<int64_t>(std::move(v));
@@ -44,7 +33,7 @@ py::list sample(const Graph& graph, const torch::Tensor& seeds, const sampling::
     auto w = weights->to(torch::kCPU, torch::kDouble).contiguous();
     o.weights.assign(w.data_ptr<double>(), w.data_ptr<double>() + w.numel());
   }
-  std::vector<int64_t> s = ids_of(seeds, "seeds");
+  std::vector<int64_t> s = ids_from_tensor(seeds, "seeds", "vertex ids");
   struct Out {
     Graph g;
     std::vector<int64_t> nodes, eid;

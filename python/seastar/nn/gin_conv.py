@@ -87,8 +87,9 @@ class GINConv(nn.Module):
         return self.nn(out)
 
     def _self_term(self, x_dst: torch.Tensor) -> torch.Tensor:
-        """``(1 + eps) * x_dst``; ``x_dst`` itself when eps is a fixed 0 (the default), no copy."""
-        if not self.eps.requires_grad and not self.eps.is_meta and float(self.eps) == 0.0:
+        """``(1 + eps) * x_dst``; ``x_dst`` itself when eps is a fixed 0 (the default), no copy.
+        Only a CPU eps is read: reading a GPU one would wait for the device on every call."""
+        if not self.eps.requires_grad and self.eps.device.type == "cpu" and float(self.eps) == 0.0:
             return x_dst
         return (1.0 + self.eps.to(x_dst.dtype)) * x_dst
 
