@@ -142,13 +142,14 @@ int64_t count_without_drawing(int64_t deg, int64_t fanout, const SamplerOptions&
 /// The relabelling of step 3 over the team: each new source's first slot by an atomic minimum,
 /// then the new sources ranked by that slot (a prefix sum), so the ids are the sequential loop's.
 /// `local` holds the destinations' ids and -1 elsewhere; on return it holds every source's id.
-void relabel_in_parallel(SampledBlock& blk, std::vector<int64_t>& local, int64_t num_nodes) {
+template <class Local>
+void relabel_in_parallel(SampledBlock& blk, std::vector<Local>& local, int64_t num_nodes) {
   static thread_local std::vector<int64_t> first;  // the first slot of each vertex, INT64_MAX when unseen
   if (static_cast<int64_t>(first.size()) < num_nodes)
     first.assign(static_cast<size_t>(num_nodes), std::numeric_limits<int64_t>::max());
   const int64_t E = static_cast<int64_t>(blk.src.size()), D = blk.num_dst;
   int64_t* first_slot = first.data();
-  const int64_t* ids = local.data();
+  const Local* ids = local.data();
   // every allocation before `first` is written: nothing below throws with it half set
   std::vector<int64_t> rank(E + 1, 0);  // rank[k]: new sources whose first slot is before k
   blk.src_nodes.reserve(static_cast<size_t>(D + E));
@@ -173,11 +174,53 @@ void relabel_in_parallel(SampledBlock& blk, std::vector<int64_t>& local, int64_t
     if (rank[k + 1] == rank[k]) continue;
     const int64_t u = blk.src[k];
     blk.src_nodes[D + rank[k]] = u;
-    local[u] = D + rank[k];
+    local[u] = static_cast<Local>(D + rank[k]);
     first_slot[u] = std::numeric_limits<int64_t>::max();  // reset for the next hop (only this slot wrote it)
   }
 #pragma omp parallel for schedule(dynamic, 4096)
   for (int64_t k = 0; k < E; ++k) blk.src[k] = local[blk.src[k]];
+}
+
+/// Step 3 with `local` (global -> local ids) in `Local` ints: destinations first, then each new
+/// source in the order of its first slot.
+template <class Local>
+void relabel_with(SampledBlock& blk, const std::vector<int64_t>& frontier, std::vector<Local>& local,
+                  int64_t num_nodes, bool parallel) {
+  if (static_cast<int64_t>(local.size()) < num_nodes) local.assign(static_cast<size_t>(num_nodes), Local(-1));
+  const int64_t D = blk.num_dst, E = static_cast<int64_t>(blk.src.size());
+  blk.src_nodes = frontier;
+  for (int64_t i = 0; i < D; ++i) local[frontier[i]] = static_cast<Local>(i);
+  // the team's relabelling makes four passes over the edges to the sequential loop's one: it
+  // pays from four threads on (on two it was slower, 5.0 vs 4.4 ms for a 165k-edge hop)
+  if (parallel && E >= (1 << 16) && omp_get_max_threads() >= 4) {
+    relabel_in_parallel(blk, local, num_nodes);
+  } else {
+    constexpr int64_t kAhead = 16;  // the reads of `local` are random: prefetched a few edges ahead
+    for (int64_t k = 0; k < E; ++k) {
+      if (k + kAhead < E) __builtin_prefetch(&local[blk.src[k + kAhead]]);
+      const int64_t u = blk.src[k];
+      if (local[u] < 0) {
+        local[u] = static_cast<Local>(blk.src_nodes.size());
+        blk.src_nodes.push_back(u);
+      }
+      blk.src[k] = local[u];
+    }
+  }
+  for (int64_t u : blk.src_nodes) local[u] = Local(-1);
+}
+
+/// Step 3: ids do not depend on the thread count. global -> local ids live in a per-thread array
+/// over the graph's vertices, reset after use (only the touched entries), cheaper than a hash
+/// map; in int32 when the graph's vertex ids fit (a local id is at most a global one's count),
+/// which halves the array the random reads land in.
+void relabel(SampledBlock& blk, const std::vector<int64_t>& frontier, int64_t num_nodes, bool parallel) {
+  if (num_nodes <= std::numeric_limits<int32_t>::max()) {
+    static thread_local std::vector<int32_t> local;
+    relabel_with(blk, frontier, local, num_nodes, parallel);
+  } else {
+    static thread_local std::vector<int64_t> local;
+    relabel_with(blk, frontier, local, num_nodes, parallel);
+  }
 }
 
 /// One hop: the draws of every destination of `frontier`, in two parallel passes (count, then
@@ -192,16 +235,6 @@ SampledBlock sample_hop(const GraphData& g, const Idx* nbr, const Idx* eid, cons
   const bool per_relation = g.has_edge_types() && f.size() > 1;
   const int64_t D = static_cast<int64_t>(frontier.size());
   // emit(slot) for every neighbour taken from destination i (slots in increasing order)
-  // each destination's first reads (its offsets, then its slots) miss the cache: ask for them a
-  // few destinations ahead, so that the misses of neighbouring iterations overlap
-  auto prefetch = [&](int64_t i) {
-    if (i + 16 < D) __builtin_prefetch(&in.ptr[frontier[i + 16]]);
-    if (i + 8 < D) {
-      const int64_t at = in.ptr[frontier[i + 8]];
-      __builtin_prefetch(&nbr[at]);
-      __builtin_prefetch(&eid[at]);
-    }
-  };
   auto draw = [&](int64_t i, std::vector<int64_t>& run, auto&& emit) {
     const int64_t v = frontier[i];
     Stream rng(o.seed, hop, v);
@@ -253,7 +286,18 @@ SampledBlock sample_hop(const GraphData& g, const Idx* nbr, const Idx* eid, cons
     std::vector<int64_t> run;
 #pragma omp for schedule(dynamic, 64)
     for (int64_t i = 0; i < D; ++i) {
-      prefetch(i);
+      // each destination's first reads (its offsets, then its slots: two lines of each array,
+      // a typical run) miss the cache: ask for them destinations ahead, so that the misses of
+      // neighbouring iterations overlap. Written out here, not in a lambda: GCC dropped a
+      // lambda's prefetches from this outlined parallel region (none in its machine code).
+      if (i + 32 < D) __builtin_prefetch(&in.ptr[frontier[i + 32]]);
+      if (i + 16 < D) {
+        const int64_t at = in.ptr[frontier[i + 16]];
+        for (const char* slots : {reinterpret_cast<const char*>(nbr + at), reinterpret_cast<const char*>(eid + at)}) {
+          __builtin_prefetch(slots);
+          __builtin_prefetch(slots + 64);
+        }
+      }
       int64_t k = blk.ptr[i];
       draw(i, run, [&](int64_t slot) {
         blk.src[k] = nbr[slot];
@@ -262,30 +306,8 @@ SampledBlock sample_hop(const GraphData& g, const Idx* nbr, const Idx* eid, cons
       });
     }
   }
-  // 3. relabel: destinations first, then each new source in the order of its first slot, so ids
-  // do not depend on the thread count. global -> local ids live in a per-thread array over the
-  // graph's vertices, reset after use (only the touched entries), cheaper than a hash map.
-  blk.src_nodes = frontier;
-  static thread_local std::vector<int64_t> local;
-  if (static_cast<int64_t>(local.size()) < g.num_nodes()) local.assign(static_cast<size_t>(g.num_nodes()), -1);
-  for (int64_t i = 0; i < D; ++i) local[frontier[i]] = i;
-  // the team's relabelling makes four passes over the edges to the sequential loop's one: it
-  // pays from four threads on (on two it was slower, 5.0 vs 4.4 ms for a 165k-edge hop)
-  if (parallel && E >= (1 << 16) && omp_get_max_threads() >= 4) {
-    relabel_in_parallel(blk, local, g.num_nodes());
-  } else {
-    constexpr int64_t kAhead = 16;  // the reads of `local` are random: prefetched a few edges ahead
-    for (int64_t k = 0; k < E; ++k) {
-      if (k + kAhead < E) __builtin_prefetch(&local[blk.src[k + kAhead]]);
-      const int64_t u = blk.src[k];
-      if (local[u] < 0) {
-        local[u] = static_cast<int64_t>(blk.src_nodes.size());
-        blk.src_nodes.push_back(u);
-      }
-      blk.src[k] = local[u];
-    }
-  }
-  for (int64_t u : blk.src_nodes) local[u] = -1;
+  // 3. relabel to block-local ids
+  relabel(blk, frontier, g.num_nodes(), parallel);
   return blk;
 }
 
