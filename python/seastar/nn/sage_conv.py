@@ -96,25 +96,32 @@ class SAGEConv(nn.Module):
                 and self.aggr_module.kind in FUSABLE and not _all_ones(s.values):
             weight = s.values
         agg = self.aggr_module
+        fresh = True  # `out` is a tensor no autograd node saved: the root term may add into it
         if getattr(agg, "linear", False) and self.out_channels < self._width(x_src):
             self.lin_l.materialize(self._width(x_src))
             out = aggregate(agg, s, linear(x_src, self.lin_l.weight), weight, backend=self.backend)
             if self.lin_l.bias is not None:
                 out = out + self.lin_l.bias
+            else:
+                fresh = False  # the aggregation's own output
         else:
             out = self.lin_l(aggregate(agg, s, dense(x_src), weight, backend=self.backend))
         if self.lin_r is not None and x_dst is not None:
-            out = self._add_root(out, x_dst)
+            out = self._add_root(out, x_dst, fresh)
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
         return batch.unfold(out) if batch is not None else out
 
-    def _add_root(self, out: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor:
+    def _add_root(self, out: torch.Tensor, x_dst: torch.Tensor, fresh: bool) -> torch.Tensor:
         """``out + lin_r(x_dst)``; for dense 2-D rows one ``addmm``, which writes a single
-        [num_dst, out] tensor where ``lin_r`` and the sum would allocate two (and read one back)."""
+        [num_dst, out] tensor where ``lin_r`` and the sum would allocate two (and read one back).
+        When ``fresh`` (``out`` is lin_l's output, which no backward reads) the product adds into
+        ``out`` itself: no second [num_dst, out] tensor, and no copy of ``out`` into it."""
         if x_dst.is_sparse or x_dst.dim() != 2 or out.dim() != 2 or out.dtype != x_dst.dtype:
             return out + self.lin_r(x_dst)
         self.lin_r.materialize(x_dst.shape[-1])
+        if fresh and out.is_contiguous():
+            return out.addmm_(x_dst, self.lin_r.weight.t())
         return torch.addmm(out, x_dst, self.lin_r.weight.t())
 
     @staticmethod
