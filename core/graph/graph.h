@@ -96,6 +96,13 @@ class GraphData {
   /// A new graph without self loops; `kept` receives the original ids of the kept edges so
   /// the caller can select the matching rows of edge features.
   std::shared_ptr<const GraphData> remove_self_loops(std::vector<int64_t>* kept = nullptr) const;
+  /// The graph PyG's remove_self_loops + add_self_loops make: the edges that are not self loops,
+  /// in order, then loops at vertices 0 .. num_loops-1 (num_loops <= min(num_src, num_dst)),
+  /// without types. `kept` receives the kept edges' ids, `loops` the ids of the input's self
+  /// loops at those vertices, `loop_vertex` their vertices: what edge values need to follow.
+  std::shared_ptr<const GraphData> replace_self_loops(int64_t num_loops, std::vector<int64_t>* kept,
+                                                      std::vector<int64_t>* loops,
+                                                      std::vector<int64_t>* loop_vertex) const;
 
  private:
   GraphData() = default;

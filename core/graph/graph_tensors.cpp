@@ -204,4 +204,10 @@ std::pair<Graph, torch::Tensor> Graph::remove_self_loops() const {
   return {g, to_tensor(kept, torch::kLong)};
 }
 
+std::tuple<Graph, torch::Tensor, torch::Tensor, torch::Tensor> Graph::replace_self_loops(int64_t num_loops) const {
+  std::vector<int64_t> kept, loops, loop_vertex;
+  Graph g(data().replace_self_loops(num_loops, &kept, &loops, &loop_vertex));
+  return {g, to_tensor(kept, torch::kLong), to_tensor(loops, torch::kLong), to_tensor(loop_vertex, torch::kLong)};
+}
+
 }  // namespace seastar

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "core/graph/graph.h"
@@ -84,6 +85,8 @@ class Graph {
   Graph add_self_loops(int64_t loop_type = 0) const;
   /// Also returns the ids of the kept edges, to select matching edge-feature rows.
   std::pair<Graph, torch::Tensor> remove_self_loops() const;
+  /// GraphData::replace_self_loops: (graph, kept, loops, loop_vertex), ids as int64 tensors.
+  std::tuple<Graph, torch::Tensor, torch::Tensor, torch::Tensor> replace_self_loops(int64_t num_loops) const;
 
  private:
   struct Cache {

@@ -35,6 +35,9 @@ void bind_graph(py::module_& m) {
       .def("out_degrees", &Graph::out_degrees)
       .def("add_self_loops", &Graph::add_self_loops, py::arg("loop_type") = 0)
       .def("remove_self_loops", &Graph::remove_self_loops)
+      .def("replace_self_loops", &Graph::replace_self_loops, py::arg("num_loops"),
+           "(graph, kept, loops, loop_vertex): the edges that are not self loops, in order, then loops at "
+           "0 .. num_loops-1, without types; the kept edges' ids and the input's loops at those vertices.")
       .def("index_dtype", [](const Graph& g) { return g.data().fits_int32() ? "int32" : "int64"; })
       .def(
           "tensors",

@@ -21,6 +21,7 @@ from typing import NamedTuple, Union
 
 import torch
 
+from ..graph import Graph
 from ._structure import Structure, make_graph
 from ._utils import GraphCache, graph_uid, per_graph
 
@@ -47,6 +48,12 @@ def with_loops(cache: GraphCache, s: Structure, num_loops: int = None) -> LoopGr
 
 
 def loop_graph(graph, num_src: int, num_dst: int, num_loops: int, layout) -> LoopGraph:
+    if graph.num_src == num_src and graph.num_dst == num_dst and graph.is_bipartite == (num_src != num_dst):
+        # in C++, from the graph's own storage: no [2, E] int64 edge list is made for it (nor
+        # kept with the graph once read), and the loop graph keeps none either (edges=None)
+        g, kept, loop_edges, loop_vertex = graph._g.replace_self_loops(num_loops)
+        return LoopGraph(Structure(Graph(g), num_src, num_dst, None, None, layout), kept, loop_edges, loop_vertex,
+                         num_loops)
     ei = graph.edge_index.long()  # the structure's edges: its graph was built from them
     is_loop = ei[0] == ei[1]
     kept = torch.nonzero(~is_loop).flatten()
