@@ -10,12 +10,13 @@
 ``num_neighbors[k]`` is the fanout of hop k from the seeds (PyTorch Geometric's convention), so
 the last layer's block (``blocks[-1]``, whose destinations are the seeds) was sampled with
 ``num_neighbors[0]``. Every block's destinations are the first ``num_dst`` of its sources.
-Sampling (C++, parallel, without the GIL) and feature gathering run on a background thread
-``prefetch`` batches ahead; ``loader.stats`` says how long they took and how long training
-waited for them.
+Sampling (C++, parallel, without the GIL) runs on a background thread up to ``prefetch``
+batches ahead, and feature gathering one batch ahead (a batch's rows of ``x`` are most of its
+memory); ``loader.stats`` says how long they took and how long training waited for them.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import queue
@@ -168,14 +169,19 @@ class NeighborLoader:
     def _sample_seed(self, epoch: int, index: int) -> int:
         return _mix(self.seed, epoch, index)
 
-    def _make(self, epoch: int, index: int, seeds: torch.Tensor) -> MiniBatch:
-        b = sample_blocks(self.graph, seeds, self.num_neighbors, self._sample_seed(epoch, index), self.replace,
-                          self.weights)
+    def _sample(self, epoch: int, index: int, seeds: torch.Tensor) -> MiniBatch:
+        return sample_blocks(self.graph, seeds, self.num_neighbors, self._sample_seed(epoch, index), self.replace,
+                             self.weights)
+
+    def _gather(self, b: MiniBatch) -> MiniBatch:
         if self.x is not None:  # CPU rows are copied without the GIL (index_select elsewhere)
             b.x = _C.gather_rows(self.x, b.input_nodes)
         if self.y is not None:
             b.y = _C.gather_rows(self.y, b.seed_nodes)
         return b
+
+    def _make(self, epoch: int, index: int, seeds: torch.Tensor) -> MiniBatch:
+        return self._gather(self._sample(epoch, index, seeds))
 
     def __iter__(self):
         epoch = self.epoch
@@ -196,9 +202,13 @@ class NeighborLoader:
     def _iter_prefetched(self, epoch: int, batches):
         # `prefetch` slots: the producer takes one before it samples a batch and the training
         # loop gives it back when it takes that batch, so at most `prefetch` batches exist beside
-        # the one being trained on (a bounded queue alone lets one more wait in the producer)
+        # the one being trained on (a bounded queue alone lets one more wait in the producer).
+        # Of those, one at most has its features gathered: a batch's blocks are small, its rows
+        # of x are most of its memory, and gathering one batch ahead still overlaps the step.
         q: queue.Queue = queue.Queue()
         slots = threading.Semaphore(self.prefetch)
+        gathered = threading.Semaphore(1)
+        freed = threading.Event()  # set by the training loop after it gave back a slot
         stop = threading.Event()
         done = object()
 
@@ -207,16 +217,22 @@ class NeighborLoader:
                 # sample on the cores training leaves free (at least one): an OpenMP team as wide as
                 # the machine would take the cores of the training step it runs beside
                 _C.set_local_threads(max(1, _cores() - torch.get_num_threads()))
-                for i, s in enumerate(batches):
-                    while not slots.acquire(timeout=0.1):
-                        if stop.is_set():
-                            return
+                sampled = collections.deque()  # sampled, not yet gathered
+                i = 0
+                while i < len(batches) or sampled:
                     if stop.is_set():
                         return
+                    freed.clear()  # before trying: a slot given back from here on sets it again
                     t0 = time.perf_counter()
-                    item = self._make(epoch, i, s)
+                    if sampled and gathered.acquire(blocking=False):  # what training waits for first
+                        q.put(self._gather(sampled.popleft()))
+                    elif i < len(batches) and slots.acquire(blocking=False):
+                        sampled.append(self._sample(epoch, i, batches[i]))
+                        i += 1
+                    else:
+                        freed.wait(timeout=0.1)
+                        continue
                     self.stats["sample_s"] += time.perf_counter() - t0
-                    q.put(item)
                 q.put(done)
             except BaseException as exc:  # handed to the consumer, which re-raises it
                 q.put(exc)
@@ -233,10 +249,13 @@ class NeighborLoader:
                 if isinstance(item, BaseException):
                     raise item
                 slots.release()
+                gathered.release()
+                freed.set()
                 yield item
                 del item  # the batch trained on is not kept while the next one is awaited
         finally:
             stop.set()
+            freed.set()  # wakes a producer waiting for a slot
             worker.join()
 
 

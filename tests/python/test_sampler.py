@@ -4,6 +4,7 @@ the same batches at any thread count."""
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 import torch
@@ -192,6 +193,32 @@ def test_loader_uses_every_seed_once_per_epoch():
     again = NeighborLoader((graph, x, y), num_neighbors=[3, 2], batch_size=7, input_nodes=mask, seed=5, prefetch=0)
     assert torch.equal(torch.cat([b.seed_nodes for b in again]), epochs[0])  # same seed, same batches
     assert loader.stats["batches"] == len(loader)
+
+
+def test_the_loader_samples_prefetch_batches_ahead_and_gathers_one():
+    """Beside the batch being trained on: at most `prefetch` sampled batches, of which one at most
+    has its rows of x gathered (they are most of a batch's memory)."""
+    graph, _, _ = _graph()
+    x = torch.randn(graph.num_nodes, 4)
+    prefetch, n = 3, 6
+    loader = NeighborLoader((graph, x, None), num_neighbors=[2], batch_size=graph.num_nodes // n, prefetch=prefetch)
+    events = []
+    sample, gather = loader._sample, loader._gather
+    loader._sample = lambda *a: (events.append("sample"), sample(*a))[1]
+    loader._gather = lambda b: (events.append("gather"), gather(b))[1]
+
+    def settle(samples: int, gathers: int) -> None:  # wait until the producer has got this far
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (events.count("sample"), events.count("gather")) < (samples, gathers):
+            time.sleep(0.01)
+        time.sleep(0.05)  # and give it the time to go further, which it must not
+
+    for k, batch in enumerate(loader):  # batch k is being trained on
+        settle(min(n, k + 1 + prefetch), min(n, k + 2))
+        assert events.count("sample") == min(n, k + 1 + prefetch)
+        assert events.count("gather") == min(n, k + 2)
+        assert torch.equal(batch.x, x[batch.input_nodes])
+    assert k == n - 1
 
 
 def test_loader_stops_cleanly_and_reports_errors():

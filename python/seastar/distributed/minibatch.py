@@ -206,8 +206,7 @@ class PartitionNeighborLoader(NeighborLoader):
     def _sample_seed(self, epoch: int, index: int) -> int:
         return _mix(self.seed, epoch, index, self.rank)
 
-    def _make(self, epoch: int, index: int, seeds: torch.Tensor):
-        b = super()._make(epoch, index, seeds)
-        b.x = self.features.fetch(b.input_nodes)
+    def _gather(self, b):
+        b.x = self.features.fetch(b.input_nodes)  # every rank fetches its batches in order: a collective
         b.y = self.labels.index_select(0, b.seed_nodes)
         return b
