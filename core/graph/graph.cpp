@@ -234,35 +234,47 @@ std::shared_ptr<const GraphData> GraphData::remove_self_loops(std::vector<int64_
   return build(std::move(s), std::move(d), num_src_, num_dst_, bipartite_, std::move(t));
 }
 
-std::shared_ptr<const GraphData> GraphData::replace_self_loops(int64_t num_loops, std::vector<int64_t>* kept,
-                                                              std::vector<int64_t>* loops,
-                                                              std::vector<int64_t>* loop_vertex) const {
-  if (num_loops < 0 || num_loops > std::min(num_src_, num_dst_))
+namespace {
+
+void check_num_loops(int64_t num_loops, int64_t num_src, int64_t num_dst) {
+  if (num_loops < 0 || num_loops > std::min(num_src, num_dst))
     SEASTAR_THROW(ValueError, "num_loops = ", num_loops, " must be in [0, min(num_src, num_dst) = ",
-                  std::min(num_src_, num_dst_), "]");
+                  std::min(num_src, num_dst), "]");
+}
+
+}  // namespace
+
+std::shared_ptr<const GraphData> GraphData::replace_self_loops(int64_t num_loops) const {
+  check_num_loops(num_loops, num_src_, num_dst_);
   std::vector<int64_t> src0 = src(), dst0 = dst();
-  kept->clear();
-  loops->clear();
-  loop_vertex->clear();
-  // compacted in place: the kept edges keep their order, then the loops follow
-  int64_t n = 0;
+  int64_t n = 0;  // compacted in place: the kept edges keep their order, then the loops follow
   for (int64_t e = 0; e < num_edges(); ++e) {
-    if (src0[e] == dst0[e]) {
-      if (src0[e] < num_loops) {
-        loops->push_back(e);
-        loop_vertex->push_back(src0[e]);
-      }
-      continue;
-    }
+    if (src0[e] == dst0[e]) continue;
     src0[n] = src0[e];
     dst0[n] = dst0[e];
-    kept->push_back(e);
     ++n;
   }
   src0.resize(n + num_loops);
   dst0.resize(n + num_loops);
   for (int64_t v = 0; v < num_loops; ++v) src0[n + v] = dst0[n + v] = v;
   return build(std::move(src0), std::move(dst0), num_src_, num_dst_, bipartite_, GraphTypes{});
+}
+
+void GraphData::self_loop_ids(int64_t num_loops, std::vector<int64_t>& kept, std::vector<int64_t>& loops,
+                              std::vector<int64_t>& loop_vertex) const {
+  check_num_loops(num_loops, num_src_, num_dst_);
+  const std::vector<int64_t> src0 = src(), dst0 = dst();
+  kept.clear();
+  loops.clear();
+  loop_vertex.clear();
+  for (int64_t e = 0; e < num_edges(); ++e) {
+    if (src0[e] != dst0[e]) {
+      kept.push_back(e);
+    } else if (src0[e] < num_loops) {
+      loops.push_back(e);
+      loop_vertex.push_back(src0[e]);
+    }
+  }
 }
 
 }  // namespace seastar

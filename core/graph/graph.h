@@ -98,11 +98,13 @@ class GraphData {
   std::shared_ptr<const GraphData> remove_self_loops(std::vector<int64_t>* kept = nullptr) const;
   /// The graph PyG's remove_self_loops + add_self_loops make: the edges that are not self loops,
   /// in order, then loops at vertices 0 .. num_loops-1 (num_loops <= min(num_src, num_dst)),
-  /// without types. `kept` receives the kept edges' ids, `loops` the ids of the input's self
-  /// loops at those vertices, `loop_vertex` their vertices: what edge values need to follow.
-  std::shared_ptr<const GraphData> replace_self_loops(int64_t num_loops, std::vector<int64_t>* kept,
-                                                      std::vector<int64_t>* loops,
-                                                      std::vector<int64_t>* loop_vertex) const;
+  /// without types.
+  std::shared_ptr<const GraphData> replace_self_loops(int64_t num_loops) const;
+  /// What edge values need to follow replace_self_loops: `kept` receives the ids of the edges
+  /// that are not self loops, `loops` the ids of the self loops at vertices below num_loops,
+  /// `loop_vertex` their vertices.
+  void self_loop_ids(int64_t num_loops, std::vector<int64_t>& kept, std::vector<int64_t>& loops,
+                     std::vector<int64_t>& loop_vertex) const;
 
  private:
   GraphData() = default;

@@ -204,10 +204,12 @@ std::pair<Graph, torch::Tensor> Graph::remove_self_loops() const {
   return {g, to_tensor(kept, torch::kLong)};
 }
 
-std::tuple<Graph, torch::Tensor, torch::Tensor, torch::Tensor> Graph::replace_self_loops(int64_t num_loops) const {
+Graph Graph::replace_self_loops(int64_t num_loops) const { return Graph(data().replace_self_loops(num_loops)); }
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> Graph::self_loop_ids(int64_t num_loops) const {
   std::vector<int64_t> kept, loops, loop_vertex;
-  Graph g(data().replace_self_loops(num_loops, &kept, &loops, &loop_vertex));
-  return {g, to_tensor(kept, torch::kLong), to_tensor(loops, torch::kLong), to_tensor(loop_vertex, torch::kLong)};
+  data().self_loop_ids(num_loops, kept, loops, loop_vertex);
+  return {to_tensor(kept, torch::kLong), to_tensor(loops, torch::kLong), to_tensor(loop_vertex, torch::kLong)};
 }
 
 }  // namespace seastar

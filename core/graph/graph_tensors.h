@@ -85,8 +85,9 @@ class Graph {
   Graph add_self_loops(int64_t loop_type = 0) const;
   /// Also returns the ids of the kept edges, to select matching edge-feature rows.
   std::pair<Graph, torch::Tensor> remove_self_loops() const;
-  /// GraphData::replace_self_loops: (graph, kept, loops, loop_vertex), ids as int64 tensors.
-  std::tuple<Graph, torch::Tensor, torch::Tensor, torch::Tensor> replace_self_loops(int64_t num_loops) const;
+  Graph replace_self_loops(int64_t num_loops) const;
+  /// GraphData::self_loop_ids: (kept, loops, loop_vertex) as int64 tensors.
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> self_loop_ids(int64_t num_loops) const;
 
  private:
   struct Cache {

@@ -36,8 +36,10 @@ void bind_graph(py::module_& m) {
       .def("add_self_loops", &Graph::add_self_loops, py::arg("loop_type") = 0)
       .def("remove_self_loops", &Graph::remove_self_loops)
       .def("replace_self_loops", &Graph::replace_self_loops, py::arg("num_loops"),
-           "(graph, kept, loops, loop_vertex): the edges that are not self loops, in order, then loops at "
-           "0 .. num_loops-1, without types; the kept edges' ids and the input's loops at those vertices.")
+           "The edges that are not self loops, in order, then loops at 0 .. num_loops-1, without types.")
+      .def("self_loop_ids", &Graph::self_loop_ids, py::arg("num_loops"),
+           "(kept, loops, loop_vertex): the ids of the edges that are not self loops, of the self loops at "
+           "vertices below num_loops, and those loops' vertices.")
       .def("index_dtype", [](const Graph& g) { return g.data().fits_int32() ? "int32" : "int64"; })
       .def(
           "tensors",

@@ -669,14 +669,15 @@ TEST(GraphSelfLoops, RemoveUndoesAdd) {
   EXPECT_EQ(h->in().eid.to_vector(), g->in().eid.to_vector());
 }
 
-TEST(GraphSelfLoops, ReplaceKeepsNonLoopEdgesThenLoopsAtTheFirstVertices) {
+TEST(GraphSelfLoops, ReplaceKeepsNonLoopEdgesThenLoopsAtTheFirstVerticesAndReportsTheIds) {
   // loops at 1 (twice) and 3, a loop at 4 beyond num_loops = 4, a typed graph: types are dropped
   GraphTypes t;
   t.edge_type = {1, 0, 1, 0, 1, 0, 1};
   t.num_edge_types = 2;
   auto g = GraphData::from_coo({1, 0, 3, 1, 2, 4, 4}, {1, 2, 3, 1, 0, 4, 0}, 5, t);
   Ids kept, loops, loop_vertex;
-  auto h = g->replace_self_loops(4, &kept, &loops, &loop_vertex);
+  auto h = g->replace_self_loops(4);
+  g->self_loop_ids(4, kept, loops, loop_vertex);
   EXPECT_EQ(kept, (Ids{1, 4, 6}));
   EXPECT_EQ(loops, (Ids{0, 2, 3}));
   EXPECT_EQ(loop_vertex, (Ids{1, 3, 1}));
@@ -687,7 +688,8 @@ TEST(GraphSelfLoops, ReplaceKeepsNonLoopEdgesThenLoopsAtTheFirstVertices) {
   expect_indices_valid(*h);
   // a bipartite graph: loops at destinations 0 .. num_loops-1, which are also sources
   auto b = GraphData::from_coo_bipartite({0, 2, 1}, {0, 1, 1}, 3, 2);
-  auto hb = b->replace_self_loops(2, &kept, &loops, &loop_vertex);
+  auto hb = b->replace_self_loops(2);
+  b->self_loop_ids(2, kept, loops, loop_vertex);
   EXPECT_TRUE(hb->is_bipartite());
   EXPECT_EQ(hb->src(), (Ids{2, 0, 1}));
   EXPECT_EQ(hb->dst(), (Ids{1, 0, 1}));
@@ -696,7 +698,8 @@ TEST(GraphSelfLoops, ReplaceKeepsNonLoopEdgesThenLoopsAtTheFirstVertices) {
   EXPECT_EQ(hb->num_src(), 3);
   EXPECT_EQ(hb->num_dst(), 2);
   EXPECT_EQ(hb->in().ptr, (Ids{0, 1, 3}));  // destination 0: the loop; 1: source 2, then the loop
-  expect_value_error([&] { b->replace_self_loops(3, &kept, &loops, &loop_vertex); }, {"num_loops = 3"});
+  expect_value_error([&] { b->replace_self_loops(3); }, {"num_loops = 3"});
+  expect_value_error([&] { b->self_loop_ids(3, kept, loops, loop_vertex); }, {"num_loops = 3"});
 }
 
 TEST(Graph, SmallGraphsFitInt32) {

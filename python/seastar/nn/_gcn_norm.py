@@ -33,7 +33,7 @@ from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 
-from ._loops import loop_values, with_loops
+from ._loops import loop_ids, loop_values, with_loops
 from ._structure import Structure, is_sparse_tensor_like
 from ._utils import GraphCache, graph_uid, per_graph
 
@@ -106,7 +106,7 @@ def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor
         lg = with_loops(cache, s, s.num_dst)
         mode = {None: "remaining", "torch_sparse": "replace"}.get(s.layout, "sum")
         st = lg.structure
-        w = loop_values(lg, w, fill, mode)
+        w = loop_values(lg, loop_ids(cache, s, lg), w, fill, mode)
     return st, normalise(st, w).unsqueeze(-1)
 
 

@@ -29,15 +29,21 @@ REDUCTIONS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "amax", "min": 
 
 
 class LoopGraph(NamedTuple):
-    """``structure``: the non-loop edges, then loops ``0 .. num_loops-1``; ``kept`` [E'] the ids
-    of the non-loop edges in the input; ``loop_edges`` / ``loop_vertex``: the input's self loops
-    (edge ids) and their vertices."""
+    """``structure``: the non-loop edges, then loops ``0 .. num_loops-1``."""
 
     structure: Structure
+    num_loops: int
+
+
+class LoopIds(NamedTuple):
+    """What edge values need to follow a LoopGraph: ``kept`` [E'] the ids of the non-loop edges
+    in the input; ``loop_edges`` / ``loop_vertex``: the input's self loops at vertices below
+    ``num_loops`` (edge ids) and their vertices. Kept apart from the LoopGraph, as only layers
+    with edge values read them and ``kept`` is E' int64 ids."""
+
     kept: torch.Tensor
     loop_edges: torch.Tensor
     loop_vertex: torch.Tensor
-    num_loops: int
 
 
 def with_loops(cache: GraphCache, s: Structure, num_loops: int = None) -> LoopGraph:
@@ -47,22 +53,41 @@ def with_loops(cache: GraphCache, s: Structure, num_loops: int = None) -> LoopGr
                      s.num_dst, num_loops, s.layout)
 
 
-def loop_graph(graph, num_src: int, num_dst: int, num_loops: int, layout) -> LoopGraph:
-    if graph.num_src == num_src and graph.num_dst == num_dst and graph.is_bipartite == (num_src != num_dst):
-        # in C++, from the graph's own storage: no [2, E] int64 edge list is made for it (nor
-        # kept with the graph once read), and the loop graph keeps none either (edges=None)
-        g, kept, loop_edges, loop_vertex = graph._g.replace_self_loops(num_loops)
-        return LoopGraph(Structure(Graph(g), num_src, num_dst, None, None, layout), kept, loop_edges, loop_vertex,
-                         num_loops)
-    ei = graph.edge_index.long()  # the structure's edges: its graph was built from them
+def loop_ids(cache: GraphCache, s: Structure, lg: LoopGraph) -> LoopIds:
+    return per_graph(cache, ("loop_ids", graph_uid(s.graph), lg.num_loops), s.graph, _loop_ids, s.num_src,
+                     s.num_dst, lg.num_loops)
+
+
+def _in_core(graph, num_src: int, num_dst: int) -> bool:
+    """Whether the graph has the loop graph's own sizes and shape, so the core can build it from
+    the graph's storage; else (a square graph read as bipartite) the edge list is used."""
+    return graph.num_src == num_src and graph.num_dst == num_dst and graph.is_bipartite == (num_src != num_dst)
+
+
+def _ids_of_edge_list(ei: torch.Tensor, num_loops: int) -> LoopIds:
     is_loop = ei[0] == ei[1]
-    kept = torch.nonzero(~is_loop).flatten()
     loop_edges = torch.nonzero(is_loop & (ei[0] < num_loops)).flatten()
-    loop_vertex = ei[0, loop_edges]
+    return LoopIds(torch.nonzero(~is_loop).flatten(), loop_edges, ei[0, loop_edges])
+
+
+def _loop_ids(graph, num_src: int, num_dst: int, num_loops: int) -> LoopIds:
+    if _in_core(graph, num_src, num_dst):
+        return LoopIds(*graph._g.self_loop_ids(num_loops))
+    return _ids_of_edge_list(graph.edge_index.long(), num_loops)
+
+
+def loop_graph(graph, num_src: int, num_dst: int, num_loops: int, layout) -> LoopGraph:
+    if _in_core(graph, num_src, num_dst):
+        # from the graph's own storage: no [2, E] int64 edge list is made for it (nor kept with
+        # the graph once read), and the loop graph keeps none either (edges=None)
+        return LoopGraph(Structure(Graph(graph._g.replace_self_loops(num_loops)), num_src, num_dst, None, None,
+                                   layout), num_loops)
+    ei = graph.edge_index.long()  # the structure's edges: its graph was built from them
+    kept = _ids_of_edge_list(ei, num_loops).kept
     loops = torch.arange(num_loops, dtype=torch.int64)
     new_ei = torch.cat([ei[:, kept], torch.stack([loops, loops])], 1).contiguous()
-    st = Structure(make_graph(new_ei, num_src, num_dst), num_src, num_dst, new_ei, None, layout)
-    return LoopGraph(st, kept, loop_edges, loop_vertex, num_loops)
+    return LoopGraph(Structure(make_graph(new_ei, num_src, num_dst), num_src, num_dst, new_ei, None, layout),
+                     num_loops)
 
 
 def fill_values(fill: Union[float, torch.Tensor, str, None], like: torch.Tensor, index: torch.Tensor,
@@ -91,13 +116,13 @@ def fill_values(fill: Union[float, torch.Tensor, str, None], like: torch.Tensor,
                     f"got {type(fill).__name__}")
 
 
-def loop_values(lg: LoopGraph, values: torch.Tensor, fill, mode: str) -> torch.Tensor:
+def loop_values(lg: LoopGraph, ids: LoopIds, values: torch.Tensor, fill, mode: str) -> torch.Tensor:
     """The values of ``lg.structure``'s edges: ``values`` [E, ...] of the non-loop edges, then
-    the loops' values by ``mode`` (see the module docstring)."""
+    the loops' values by ``mode`` (see the module docstring); ``ids`` = loop_ids(...)."""
     dev = values.device
-    kept = values[lg.kept.to(dev)]
+    kept = values[ids.kept.to(dev)]
     if mode == "replace":
-        dst = lg.structure.edge_index[1, :lg.kept.numel()]
+        dst = lg.structure.edge_index[1, :ids.kept.numel()]
         loops = fill_values(fill, kept, dst, lg.num_loops)
     elif mode in ("remaining", "sum"):
         if isinstance(fill, str):
@@ -105,12 +130,12 @@ def loop_values(lg: LoopGraph, values: torch.Tensor, fill, mode: str) -> torch.T
                              f"existing loops are replaced")
         loops = fill_values(fill, values, None, lg.num_loops)
         if mode == "remaining":
-            if lg.loop_edges.numel():
+            if ids.loop_edges.numel():
                 # PyG's assignment (index_put): with several loops at a vertex one value wins and,
                 # in backward, every one of them receives the loop's gradient
-                loops = loops.index_put((lg.loop_vertex.to(dev),), values[lg.loop_edges.to(dev)])
-        elif lg.loop_edges.numel():
-            loops = loops.index_add(0, lg.loop_vertex.to(dev), values[lg.loop_edges.to(dev)])
+                loops = loops.index_put((ids.loop_vertex.to(dev),), values[ids.loop_edges.to(dev)])
+        elif ids.loop_edges.numel():
+            loops = loops.index_add(0, ids.loop_vertex.to(dev), values[ids.loop_edges.to(dev)])
     else:
         raise ValueError(f"unknown self-loop mode {mode!r}")
     return torch.cat([kept, loops])

@@ -15,7 +15,7 @@ from ..graph import Graph
 from ..program import VertexProgram, program_factory, vertex_program
 from ._inputs import normalise_call, resolve, split_features
 from ._linear import Linear
-from ._loops import loop_values, with_loops
+from ._loops import loop_ids, loop_values, with_loops
 from ._precision import float32_inside
 from ._utils import GraphCache, dropout_mask, glorot, zeros
 from .gcn_conv import weighted_sum
@@ -211,7 +211,8 @@ class GATConv(nn.Module):
                                           "not yet supported for 'edge_index' in a sparse form")
             lg = with_loops(self._graph_cache, s)
             if edge_attr is not None:
-                edge_attr = loop_values(lg, self._edge_attr_2d(edge_attr, s.num_edges), self.fill_value, "replace")
+                ids = loop_ids(self._graph_cache, s, lg)
+                edge_attr = loop_values(lg, ids, self._edge_attr_2d(edge_attr, s.num_edges), self.fill_value, "replace")
             s = lg.structure
         ea = self._edge_scores(edge_attr, s.num_edges)
 
