@@ -236,45 +236,46 @@ std::shared_ptr<const GraphData> GraphData::remove_self_loops(std::vector<int64_
 
 namespace {
 
-void check_num_loops(int64_t num_loops, int64_t num_src, int64_t num_dst) {
+/// The rule replace_self_loops and self_loop_ids share: an edge u -> u is dropped, and reported
+/// in `loops` when u < num_loops; every other edge is kept, in order.
+void split_self_loops(const std::vector<int64_t>& src, const std::vector<int64_t>& dst, int64_t num_loops,
+                      int64_t num_src, int64_t num_dst, std::vector<int64_t>& kept, std::vector<int64_t>& loops,
+                      std::vector<int64_t>& loop_vertex) {
   if (num_loops < 0 || num_loops > std::min(num_src, num_dst))
     SEASTAR_THROW(ValueError, "num_loops = ", num_loops, " must be in [0, min(num_src, num_dst) = ",
                   std::min(num_src, num_dst), "]");
+  kept.clear();
+  loops.clear();
+  loop_vertex.clear();
+  for (int64_t e = 0; e < static_cast<int64_t>(src.size()); ++e) {
+    if (src[e] != dst[e]) {
+      kept.push_back(e);
+    } else if (src[e] < num_loops) {
+      loops.push_back(e);
+      loop_vertex.push_back(src[e]);
+    }
+  }
 }
 
 }  // namespace
 
 std::shared_ptr<const GraphData> GraphData::replace_self_loops(int64_t num_loops) const {
-  check_num_loops(num_loops, num_src_, num_dst_);
-  std::vector<int64_t> src0 = src(), dst0 = dst();
-  int64_t n = 0;  // compacted in place: the kept edges keep their order, then the loops follow
-  for (int64_t e = 0; e < num_edges(); ++e) {
-    if (src0[e] == dst0[e]) continue;
-    src0[n] = src0[e];
-    dst0[n] = dst0[e];
-    ++n;
+  const std::vector<int64_t> src0 = src(), dst0 = dst();
+  std::vector<int64_t> kept, loops, loop_vertex;
+  split_self_loops(src0, dst0, num_loops, num_src_, num_dst_, kept, loops, loop_vertex);
+  const int64_t n = static_cast<int64_t>(kept.size());
+  std::vector<int64_t> s(n + num_loops), d(n + num_loops);
+  for (int64_t k = 0; k < n; ++k) {
+    s[k] = src0[kept[k]];
+    d[k] = dst0[kept[k]];
   }
-  src0.resize(n + num_loops);
-  dst0.resize(n + num_loops);
-  for (int64_t v = 0; v < num_loops; ++v) src0[n + v] = dst0[n + v] = v;
-  return build(std::move(src0), std::move(dst0), num_src_, num_dst_, bipartite_, GraphTypes{});
+  for (int64_t v = 0; v < num_loops; ++v) s[n + v] = d[n + v] = v;
+  return build(std::move(s), std::move(d), num_src_, num_dst_, bipartite_, GraphTypes{});
 }
 
 void GraphData::self_loop_ids(int64_t num_loops, std::vector<int64_t>& kept, std::vector<int64_t>& loops,
                               std::vector<int64_t>& loop_vertex) const {
-  check_num_loops(num_loops, num_src_, num_dst_);
-  const std::vector<int64_t> src0 = src(), dst0 = dst();
-  kept.clear();
-  loops.clear();
-  loop_vertex.clear();
-  for (int64_t e = 0; e < num_edges(); ++e) {
-    if (src0[e] != dst0[e]) {
-      kept.push_back(e);
-    } else if (src0[e] < num_loops) {
-      loops.push_back(e);
-      loop_vertex.push_back(src0[e]);
-    }
-  }
+  split_self_loops(src(), dst(), num_loops, num_src_, num_dst_, kept, loops, loop_vertex);
 }
 
 }  // namespace seastar
