@@ -157,7 +157,9 @@ class GCNConv(nn.Module):
         if batch is not None:
             out = batch.unfold(out)
         if self.bias is not None:
-            out = out + self.bias
+            # `out` is fresh (the product's or the propagation's, and neither backward reads
+            # it): the bias adds into it rather than into an [N, F] copy
+            out = out.add_(self.bias) if batch is None else out + self.bias
         return out
 
     def _normalised(self, x, edge_index, edge_weight, h):
