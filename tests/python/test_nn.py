@@ -179,9 +179,14 @@ def build(case, seed=0, backend=None):
         pytest.skip("no fused backend in this build")
     torch.manual_seed(seed)
     layer = snn.set_backend(CASES[case][0]().to(DT), backend)
-    if hasattr(layer, "eps") and isinstance(layer.eps, torch.nn.Parameter):
-        with torch.no_grad():
+    with torch.no_grad():
+        if hasattr(layer, "eps") and isinstance(layer.eps, torch.nn.Parameter):
             layer.eps.fill_(0.3)
+        # biases start at zero: random ones make a bias added to the wrong tensor (or added in
+        # place into one a backward reads) show in the output and the gradients
+        for name, p in layer.named_parameters():
+            if name.split(".")[-1] == "bias":
+                p.normal_()
     return layer
 
 

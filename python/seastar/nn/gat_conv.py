@@ -233,7 +233,9 @@ class GATConv(nn.Module):
         if res is not None:
             out = out + res
         if self.bias is not None:
-            out = out + self.bias
+            # `out` is fresh (the program's output, the heads' product or a sum, which no
+            # backward reads): the bias adds into it rather than into an [N, H*C] copy
+            out = out.add_(self.bias)
         if return_attention_weights:
             return out, self._attention_result(s, alpha[..., 0], x_src.device)
         return out
