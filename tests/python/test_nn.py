@@ -474,3 +474,40 @@ def test_train_script_smoke(model, tmp_path):
         assert key in result, key
     assert 0.0 <= result["test_acc"] <= 1.0
     assert result["args"]["model"] == model and result["args"]["epochs"] == 3
+
+
+def _autograd_nodes(t: torch.Tensor):
+    seen, stack = set(), [t.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        stack.extend(fn for fn, _ in node.next_functions)
+    return {type(n).__name__ for n in seen}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", ["gcn", "gat", "gat_mean_heads"])
+def test_the_bias_adds_in_place_only_where_no_view_makes_autograd_copy(case, backend):
+    """The bias goes into a fresh output in place; into a view it would wrap the base in
+    CopySlices, whose backward allocates two tensors of the output's size."""
+    ei, n = awkward_graph()
+    layer = build(case, backend=backend)
+    x = torch.randn(n, F_IN, dtype=DT, requires_grad=True)
+    out = layer(make(ei, n), x)
+    nodes = _autograd_nodes(out)
+    assert "CopySlices" not in nodes and "AsStridedBackward0" not in nodes, nodes
+
+
+def test_add_bias_leaves_views_and_leaves_alone():
+    from seastar.nn._utils import add_bias
+    base = torch.randn(4, 6)
+    fresh = base * 2
+    assert add_bias(fresh, torch.ones(6)) is fresh  # in place
+    view = fresh.view(4, 2, 3)
+    got = add_bias(view, torch.ones(3))
+    assert got._base is None and torch.equal(got, fresh.view(4, 2, 3) + 1)
+    leaf = torch.randn(4, 6, requires_grad=True)
+    assert add_bias(leaf, torch.ones(6)) is not leaf
+    assert add_bias(fresh, None) is fresh

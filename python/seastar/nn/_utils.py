@@ -109,5 +109,17 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] =
     return torch.nn.functional.linear(x, weight, bias)
 
 
+def add_bias(out: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """``out + bias``, into ``out`` itself when ``out`` is a fresh result that no backward reads
+    (the caller vouches for that) and owns its storage. An in-place add into a view would make
+    autograd wrap the view's base in ``CopySlices``, whose backward allocates two tensors of the
+    base's size: more than the copy it saves."""
+    if bias is None:
+        return out
+    if out._base is None and out.is_contiguous() and not (out.is_leaf and out.requires_grad):
+        return out.add_(bias)
+    return out + bias
+
+
 def dense(x: torch.Tensor) -> torch.Tensor:
     return x.to_dense() if x.is_sparse else x

@@ -17,7 +17,7 @@ from ._inputs import normalise_call, resolve, split_features
 from ._linear import Linear
 from ._loops import loop_ids, loop_values, with_loops
 from ._precision import float32_inside
-from ._utils import GraphCache, dropout_mask, glorot, zeros
+from ._utils import GraphCache, add_bias, dropout_mask, glorot, zeros
 from .gcn_conv import weighted_sum
 from .softmax import edge_softmax
 
@@ -229,13 +229,16 @@ class GATConv(nn.Module):
             out = torch.einsum("nhf,hcf->nhc", agg, lin_s.weight.view(H, C, -1))
         else:
             out = self._aggregate(s, h_src, el, er, ea, mask)
-        out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
-        if res is not None:
-            out = out + res
-        if self.bias is not None:
-            # `out` is fresh (the program's output, the heads' product or a sum, which no
-            # backward reads): the bias adds into it rather than into an [N, H*C] copy
-            out = out.add_(self.bias)
+        if self.concat and res is None and self.bias is not None and out._base is None:
+            out = add_bias(out, self.bias.view(H, C))  # before the reshape, which makes a view
+            out = out.reshape(-1, H * C)
+        else:
+            out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
+            if res is not None:
+                out = out + res
+            # `out` is the program's output, the heads' product, their mean or a sum: no
+            # backward reads it
+            out = add_bias(out, self.bias)
         if return_attention_weights:
             return out, self._attention_result(s, alpha[..., 0], x_src.device)
         return out

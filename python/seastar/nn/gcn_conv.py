@@ -13,7 +13,7 @@ from ._inputs import Batch, normalise_call, resolve, split_features
 from ._linear import Linear
 from ._precision import float32_inside
 from ._structure import FLOWS
-from ._utils import GraphCache, zeros
+from ._utils import GraphCache, add_bias, zeros
 
 
 @vertex_program(name="gcn_weighted_sum")
@@ -156,11 +156,8 @@ class GCNConv(nn.Module):
             out = propagate(s, self.lin(x), w, self.backend)
         if batch is not None:
             out = batch.unfold(out)
-        if self.bias is not None:
-            # `out` is fresh (the product's or the propagation's, and neither backward reads
-            # it): the bias adds into it rather than into an [N, F] copy
-            out = out.add_(self.bias) if batch is None else out + self.bias
-        return out
+        # `out` is the product's or the propagation's, and neither backward reads it
+        return add_bias(out, self.bias)
 
     def _normalised(self, x, edge_index, edge_weight, h):
         def make():
