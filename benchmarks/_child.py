@@ -17,6 +17,9 @@ Three kinds of child:
   (cold) or the one a previous process filled (warm).
 * ``roofline``: the GCN aggregation program and the GAT program alone (forward, no autograd),
   with bytes moved per call, against the copy bandwidth measured in the same process.
+* ``breakdown``: the ``train`` epoch under ``torch.profiler``, its time split into torch's dense
+  ops (GEMMs, activations, the loss, the optimiser) and the rest (the graph kernels, and the
+  Python between ops); see ``DENSE_EXCLUDED``.
 
 Peak memory on CPU: the process's RSS high-water mark (``VmHWM``) after it is reset
 (``/proc/self/clear_refs`` = 5, Linux) once setup is done and again after the untimed
@@ -496,6 +499,63 @@ def run_roofline(cfg) -> dict:
                 copy_gbps=copy_gbps, rows=rows)
 
 
+# aten ops that are message passing, not dense compute: PyG's SpMM (which sorts) / gather / scatter paths.
+# Every other aten op counts as dense; seastar's kernels (``seastar::*``) and DGL's (called
+# through its FFI, so seen by the profiler as time outside any op) fall outside "dense".
+DENSE_EXCLUDED = ("sparse", "spmm", "index_add", "index_select", "scatter", "gather", "segment", "sort")
+
+
+def _is_dense(name: str) -> bool:
+    return name.startswith("aten::") and not any(k in name for k in DENSE_EXCLUDED)
+
+
+def run_breakdown(cfg) -> dict:
+    import torch
+    import torch.nn.functional as Fn
+    from torch.profiler import ProfilerActivity, profile
+    if cfg["impl"] == "dgl":
+        import dgl  # noqa: F401
+    elif cfg["impl"].startswith("pyg"):
+        import torch_geometric.nn  # noqa: F401
+    else:
+        import seastar  # noqa: F401
+    torch.set_num_threads(cfg["threads"])
+    torch.manual_seed(0)
+    g = make_graph(cfg, cfg["impl"], "cpu", cfg["layer"])
+    N, F = cfg["num_nodes"], cfg["width"]
+    x, y = torch.randn(N, F), torch.randint(0, NUM_CLASSES, (N,))
+    model = build_model(cfg["layer"], cfg["impl"], F)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+
+    def epoch():
+        opt.zero_grad(set_to_none=True)
+        Fn.cross_entropy(model(g, x), y).backward()
+        opt.step()
+
+    for _ in range(2):  # tracing, caches
+        epoch()
+    plain = [timed(epoch, "cpu")[0] for _ in range(cfg["repeats"])]
+    n = cfg["repeats"]
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            epoch()
+        wall = (time.perf_counter() - t0) / n
+    dense = graph_ops = 0.0
+    top = {}
+    for ev in prof.key_averages():
+        t = ev.self_cpu_time_total / 1e6 / n
+        if _is_dense(ev.key):
+            dense += t
+            top[ev.key] = t
+        elif ev.key.startswith("seastar::") or ev.key.startswith("aten::"):
+            graph_ops += t
+    top = dict(sorted(top.items(), key=lambda kv: -kv[1])[:6])
+    return dict(status="ok", epoch_ms=median_ms(plain), profiled_epoch_ms=1e3 * wall, dense_ms=1e3 * dense,
+                graph_ops_ms=1e3 * graph_ops, rest_ms=1e3 * (wall - dense),
+                top_dense_ms={k: 1e3 * v for k, v in top.items()})
+
+
 def main(cfg_json: str) -> None:
     cfg = json.loads(cfg_json)
     kind = cfg["kind"]
@@ -506,6 +566,8 @@ def main(cfg_json: str) -> None:
             res = run_latency(cfg)
         elif kind == "roofline":
             res = run_roofline(cfg)
+        elif kind == "breakdown":
+            res = run_breakdown(cfg)
         else:
             raise ValueError(f"unknown kind {kind!r}")
     except NotImplementedError as exc:  # e.g. the fused backend on a CUDA tensor
