@@ -65,3 +65,22 @@ def test_typed_paths_benchmark_times_every_path_and_the_choice(tmp_path):
         assert set(row["rgcn_ms"]) == {"per_edge", "per_pair", "per_run"} and set(row["hgt_ms"]) == {"per_edge", "per_pair"}
         assert row["rgcn_auto"] in row["rgcn_ms"] and row["hgt_auto"] in row["hgt_ms"]
         assert row["rgcn_regret"] >= 1.0 and row["hgt_regret"] >= 1.0
+
+
+def test_breakdown_splits_the_epoch_into_dense_ops_and_the_rest(tmp_path):
+    """seastar alone on the 10k graph: the dense part is a real share of the profiled epoch and
+    the two parts make it up; the summary names no lead without a peer."""
+    out = tmp_path / "breakdown.json"
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_breakdown.py"), "--graph", "pl10k",
+           "--layers", "gcn", "--widths", "16", "--impls", "fused", "--rounds", "1", "--repeats", "2",
+           "--no-install", "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, f"bench_breakdown.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    res = json.loads(out.read_text())
+    (row,) = res["rows"]
+    assert row["status"] == "ok", row
+    assert 0 < row["dense_ms"] < row["profiled_epoch_ms"], row
+    assert abs(row["dense_ms"] + row["rest_ms"] - row["profiled_epoch_ms"]) < 1e-3, row
+    assert row["top_dense_ms"] and all(k.startswith("aten::") for k in row["top_dense_ms"]), row
+    (entry,) = res["summary"]["table"]
+    assert entry["best_peer"] is None and entry["lead"] is None
