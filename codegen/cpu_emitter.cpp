@@ -102,10 +102,11 @@ class CpuEmitter : public EmitterBase {
       // edges ahead reads the next block's) and neighbouring ids tend to share neighbours. Only
       // the heavy blocks (over 4x the mean edge count: hubs) go first, largest first, so that
       // none arrives last while the other threads idle; a block left in order holds at most 4
-      // blocks' worth of edges. (Sorting every block by size cost a third of the time of a
-      // neighbour sum on one thread: the order lost its locality.) The block count depends only
-      // on N and the partial sums' size, never on the thread count, and partial sums are added
-      // in block order, so parameter gradients are summed in the same order on every run.
+      // blocks' worth of edges. (Sorting every block by size made a neighbour sum on one thread
+      // markedly slower: the order lost its locality; README, Benchmarks.) The block count
+      // depends only on N and the partial sums' size, never on the thread count, and partial
+      // sums are added in block order, so parameter gradients are summed in the same order on
+      // every run.
       const int64_t max_blocks =
           t.partial_elems == 0 ? 4096
                                : std::max<int64_t>(1, std::min<int64_t>(1024, (int64_t(1) << 23) / t.partial_elems));
