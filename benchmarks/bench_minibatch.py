@@ -10,7 +10,8 @@ interleaved over --repeats rounds, and the JSON keeps every round (the report gi
 spread). Sampling alone: batches of --batch-size training seeds, fanouts --fanouts, at 1 and 2
 threads. Training: GraphSAGE (hidden 256) and GAT (4 heads x 64), 2 layers, --max-batches
 batches, with the loader sampling ahead on its thread (prefetch=2) and inline (prefetch=0),
-then test accuracy on --eval-seeds test vertices (sampled with the same fanouts).
+each with the first layer's rows gathered per batch and read in place (``x_in_place``: the
+input block reads the feature table through global source ids), then test accuracy on --eval-seeds test vertices (sampled with the same fanouts).
 
 Peers (``_minibatch_peers.py``), same dataset (exported once by a seastar process as .npy),
 fanouts, batch size, batches, threads and model shapes: DGL's NeighborSampler + DataLoader with
@@ -72,7 +73,8 @@ def child(cfg: dict) -> dict:
     reset_peak()
     base = hwm_mb()
     loader = ss.loader.NeighborLoader(ds, num_neighbors=cfg["fanouts"], batch_size=cfg["batch_size"],
-                                      input_nodes=ds.train_mask, seed=1, prefetch=cfg.get("prefetch", 2))
+                                      input_nodes=ds.train_mask, seed=1, prefetch=cfg.get("prefetch", 2),
+                                      x_in_place=cfg.get("x_in_place", False))
     nb = min(len(loader), cfg["max_batches"])
     out = dict(cfg=cfg, build_s=build_s, edges=ds.graph.num_edges)
     if cfg["kind"] == "sample":
@@ -94,7 +96,8 @@ def child(cfg: dict) -> dict:
             return loss.item()
 
         warm = next(iter(ss.loader.NeighborLoader(ds, num_neighbors=cfg["fanouts"], batch_size=cfg["batch_size"],
-                                                  input_nodes=ds.train_mask, seed=2, prefetch=0)))
+                                                  input_nodes=ds.train_mask, seed=2, prefetch=0,
+                                                  x_in_place=cfg.get("x_in_place", False))))
         step(warm)  # compiles (or loads) the kernels outside the timed epoch
         del warm  # its gathered features would stay alive beside the epoch's (the peers keep none)
         t0 = time.perf_counter()
@@ -111,7 +114,8 @@ def child(cfg: dict) -> dict:
         correct = 0
         with torch.no_grad():
             for b in ss.loader.NeighborLoader(ds, num_neighbors=cfg["fanouts"], batch_size=cfg["batch_size"],
-                                              input_nodes=test, shuffle=False, seed=3, prefetch=0):
+                                              input_nodes=test, shuffle=False, seed=3, prefetch=0,
+                                              x_in_place=cfg.get("x_in_place", False)):
                 h = act(convs[0](b.blocks[0], b.x))
                 correct += int((convs[1](b.blocks[1], h).argmax(-1) == b.y).sum())
         out["test_accuracy"] = correct / max(int(test.numel()), 1)
@@ -149,8 +153,8 @@ def main():
     models = [m for m in args.models.split(",") if m]
     peers, peer_notes = _peer_runners([x for x in args.peers.split(",") if x], args)
     configs = [dict(base, impl="seastar", kind="sample", threads=t, prefetch=0) for t in (1, 2)]
-    configs += [dict(base, impl="seastar", kind="train", model=m, threads=1, prefetch=pf) for m in models
-                for pf in (0, 2)]
+    configs += [dict(base, impl="seastar", kind="train", model=m, threads=1, prefetch=pf, x_in_place=xp)
+                for m in models for xp in (False, True) for pf in (0, 2)]
     with tempfile.TemporaryDirectory(prefix="seastar-minibatch-") as folder:
         if peers:
             exp = spawn_json(__file__, dict(base, kind="export", threads=1, dataset_dir=folder), 1, args.timeout)
@@ -189,6 +193,7 @@ def _name(cfg):
     if cfg["kind"] == "sample":
         return f"{who}: sample, {cfg['threads']} thread(s)"
     pf = f", prefetch={cfg['prefetch']}" if who == "seastar" else ""
+    pf += ", x in place" if cfg.get("x_in_place") else ""
     return f"{who}: train {cfg['model']}{pf}, {cfg['threads']} thread(s)"
 
 
@@ -275,6 +280,17 @@ def _comparison(rounds):
         if si:
             row["text"] += (f"; sampling inline (prefetch=0): {si['seconds']:.2f} s, peak "
                             f"+{si['peak_mb_above_dataset']:.0f} MB: {pl['peak_mb_above_dataset'] / max(si['peak_mb_above_dataset'], 1e-9):.2f}x")
+        for pfn in (2, 0):  # the same with the input block reading x in place
+            xs = g.get(f"seastar: train {m}, prefetch={pfn}, x in place, 1 thread(s)")
+            if xs:
+                x = row[f"seastar_x_in_place_prefetch{pfn}"] = {k: _med(xs, k) for k in TRAIN_KEYS}
+                row[f"time_ratio_x_in_place_prefetch{pfn}"] = pf["seconds"] / x["seconds"]
+                row[f"memory_ratio_x_in_place_prefetch{pfn}"] = pl["peak_mb_above_dataset"] / max(
+                    x["peak_mb_above_dataset"], 1e-9)
+                row["text"] += (f"; x in place, prefetch={pfn}: {x['seconds']:.2f} s "
+                                f"({row[f'time_ratio_x_in_place_prefetch{pfn}']:.2f}x), acc {x['test_accuracy']:.3f}, "
+                                f"peak +{x['peak_mb_above_dataset']:.0f} MB "
+                                f"({row[f'memory_ratio_x_in_place_prefetch{pfn}']:.2f}x)")
         rows.append(row)
     return rows
 

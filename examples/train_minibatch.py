@@ -143,6 +143,9 @@ def parse_args(argv=None):
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--eval-batch-size", type=int, default=8192)
     p.add_argument("--prefetch", type=int, default=2, help="batches sampled ahead on the loader thread (0: inline)")
+    p.add_argument("--x-in-place", action="store_true",
+                   help="the first layer reads the feature table through global source ids (nothing gathered per "
+                        "batch; SAGE reads it in place, GAT gathers inside the layer); untyped datasets")
     p.add_argument("--threads", type=int, default=0, help="torch/OpenMP threads (0: torch's default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -167,6 +170,8 @@ def parse_args(argv=None):
         p.error(f"--hidden ({args.hidden}) must be divisible by --heads ({args.heads}) for HGT")
     if not 0.0 <= args.dropout < 1.0:
         p.error(f"--dropout must be in [0, 1), got {args.dropout}")
+    if args.x_in_place and args.dataset in TYPED_DATASETS:
+        p.error("--x-in-place needs a graph without node types (its blocks' node types are their sources')")
     if args.prefetch < 0 or args.threads < 0:
         p.error("--prefetch and --threads must be >= 0")
     return args
@@ -220,7 +225,8 @@ def main(argv=None):
                                **typed)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     loader = ss.loader.NeighborLoader(ds, num_neighbors=args.fanouts, batch_size=args.batch_size,
-                                      input_nodes=ds.train_mask, shuffle=True, seed=args.seed, prefetch=args.prefetch)
+                                      input_nodes=ds.train_mask, shuffle=True, seed=args.seed, prefetch=args.prefetch,
+                                      x_in_place=args.x_in_place)
     log.info("%s on %s: %d vertices, %d edges, %d training seeds in %d batches of %d, fanouts %s, %d threads",
              args.model, args.dataset, ds.graph.num_nodes, ds.graph.num_edges, int(ds.train_mask.sum()), len(loader),
              args.batch_size, args.fanouts, torch.get_num_threads())

@@ -96,6 +96,10 @@ void Signature::check(const std::string& prog, const Graph& graph, const TensorI
   std::set<std::string> devices;
   for (const auto& [name, op] : used_as_) {
     if (is_dst_view(name)) {
+      if (graph.data().sources_global())
+        SEASTAR_THROW(ValueError, prog, ": '", base_name(name), "' is read at both sources and destinations, but this "
+                      "block's sources are global vertex ids (destination i is not source i): pass the destinations' "
+                      "rows as a separate tensor, or use the block with local ids (Graph.local_block)");
       if (graph.num_dst() > graph.num_src())
         SEASTAR_THROW(ValueError, prog, ": '", base_name(name), "' is read at both sources and destinations, which ",
                       "needs every destination to be a source (num_dst=", graph.num_dst(),

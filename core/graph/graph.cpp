@@ -162,6 +162,41 @@ std::shared_ptr<const GraphData> GraphData::from_csc_bipartite(std::vector<int64
   return g;
 }
 
+std::shared_ptr<const GraphData> GraphData::with_global_sources(const std::vector<int64_t>& source_ids,
+                                                                int64_t num_src) const {
+  if (!bipartite_) SEASTAR_THROW(ValueError, "global source ids are for a bipartite graph (a sampled block)");
+  if (has_node_types())
+    SEASTAR_THROW(ValueError, "a graph with node types cannot read global source ids: its node types are its "
+                  "sources' (gather the input rows instead)");
+  if (static_cast<int64_t>(source_ids.size()) != num_src_)
+    SEASTAR_THROW(ValueError, "global source ids: ", source_ids.size(), " ids for ", num_src_, " sources");
+  if (num_src < 0) SEASTAR_THROW(ValueError, "num_src must be >= 0, got ", num_src);
+  check_ids(source_ids, num_src, "source_ids", "num_src");
+  std::vector<int64_t> nbr(static_cast<size_t>(num_edges()));
+  in_.nbr.visit([&](const auto* local) {
+    for (size_t j = 0; j < nbr.size(); ++j) nbr[j] = source_ids[static_cast<size_t>(local[j])];
+  });
+  std::shared_ptr<GraphData> g(new GraphData());
+  g->num_src_ = num_src;
+  g->num_dst_ = num_dst_;
+  g->bipartite_ = true;
+  g->sources_global_ = true;
+  g->types_ = types_;
+  g->uid_ = next_uid++;
+  const bool narrow = ids_fit_int32(num_src, num_dst_, num_edges());
+  g->in_.ptr = in_.ptr;
+  g->in_.nbr = IndexArray(std::move(nbr), narrow);
+  g->in_.eid = IndexArray(in_.eid.to_vector(), narrow);
+  g->in_.degree_order = in_.degree_order;
+  return g;
+}
+
+void GraphData::require_destinations_are_sources(const char* what) const {
+  if (sources_global_)
+    SEASTAR_THROW(ValueError, what, " needs destination i to be source i, but this block's sources are global vertex "
+                  "ids (num_src=", num_src_, "): use the block with local ids (Graph.local_block in Python)");
+}
+
 const Adjacency& GraphData::out() const {
   std::call_once(out_once_, [this] {
     const std::vector<int64_t>* et = has_edge_types() ? &types_.edge_type : nullptr;
@@ -206,6 +241,7 @@ bool GraphData::fits_int32() const { return in_.nbr.narrow(); }
 
 std::shared_ptr<const GraphData> GraphData::add_self_loops(int64_t loop_type) const {
   std::vector<int64_t> s = src(), d = dst();
+  require_destinations_are_sources("add_self_loops");
   GraphTypes t = types_;
   if (bipartite_ && num_dst_ > num_src_)
     SEASTAR_THROW(ValueError, "self loops on a bipartite graph need every destination to be a source (num_dst=",
@@ -219,6 +255,7 @@ std::shared_ptr<const GraphData> GraphData::add_self_loops(int64_t loop_type) co
 }
 
 std::shared_ptr<const GraphData> GraphData::remove_self_loops(std::vector<int64_t>* kept) const {
+  require_destinations_are_sources("remove_self_loops");  // a self loop is an edge u -> u
   const std::vector<int64_t> src0 = src(), dst0 = dst();
   std::vector<int64_t> s, d, ids;
   GraphTypes t = types_;
@@ -260,6 +297,7 @@ void split_self_loops(const std::vector<int64_t>& src, const std::vector<int64_t
 }  // namespace
 
 std::shared_ptr<const GraphData> GraphData::replace_self_loops(int64_t num_loops) const {
+  require_destinations_are_sources("replace_self_loops");
   const std::vector<int64_t> src0 = src(), dst0 = dst();
   std::vector<int64_t> kept, loops, loop_vertex;
   split_self_loops(src0, dst0, num_loops, num_src_, num_dst_, kept, loops, loop_vertex);
@@ -275,6 +313,7 @@ std::shared_ptr<const GraphData> GraphData::replace_self_loops(int64_t num_loops
 
 void GraphData::self_loop_ids(int64_t num_loops, std::vector<int64_t>& kept, std::vector<int64_t>& loops,
                               std::vector<int64_t>& loop_vertex) const {
+  require_destinations_are_sources("self_loop_ids");
   split_self_loops(src(), dst(), num_loops, num_src_, num_dst_, kept, loops, loop_vertex);
 }
 

@@ -63,12 +63,24 @@ class GraphData {
   static std::shared_ptr<const GraphData> from_csc_bipartite(std::vector<int64_t> ptr, std::vector<int64_t> src,
                                                              int64_t num_src, GraphTypes types = {});
 
+  /// The same bipartite graph read through global source ids: source j becomes source_ids[j] of
+  /// num_src sources (a mini-batch's input block then reads the full feature table in place,
+  /// nothing gathered). Destination i is then no longer source i: self-loop helpers, node types
+  /// and a program reading one tensor at both sides refuse such a graph (sources_global()).
+  /// Throws ValueError unless this graph is bipartite without node types and the ids, one per
+  /// source, lie in [0, num_src).
+  std::shared_ptr<const GraphData> with_global_sources(const std::vector<int64_t>& source_ids, int64_t num_src) const;
+
   /// The vertex count of a square graph; a bipartite graph has two (num_src, num_dst) and
   /// raises here, so code written for square graphs cannot silently use the wrong one.
   int64_t num_nodes() const;
   int64_t num_src() const { return num_src_; }
   int64_t num_dst() const { return num_dst_; }
   bool is_bipartite() const { return bipartite_; }
+  /// True for with_global_sources' graphs, whose destination i is not source i.
+  bool sources_global() const { return sources_global_; }
+  /// Throws ValueError naming `what` when sources_global(): it needs destination i to be source i.
+  void require_destinations_are_sources(const char* what) const;
   int64_t num_edges() const { return static_cast<int64_t>(in_.nbr.size()); }
   /// The edge list in edge-id order, rebuilt from the in-adjacency on each call (not kept: it
   /// would cost two more E-long arrays per graph, and only edge_index and the self-loop helpers need it).
@@ -114,6 +126,7 @@ class GraphData {
 
   int64_t num_src_ = 0, num_dst_ = 0;
   bool bipartite_ = false;
+  bool sources_global_ = false;  ///< see with_global_sources()
   GraphTypes types_;
   Adjacency in_;
   mutable Adjacency out_;            ///< see out()

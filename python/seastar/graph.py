@@ -43,13 +43,15 @@ class Graph(OpaqueBase):
     reads a ``[num_src, ...]`` tensor, ``v.x`` and ``e.dst.x`` a ``[num_dst, ...]`` tensor, and the
     outputs have ``num_dst`` rows. A tensor read both at sources and at the centre has ``num_src``
     rows, of which the first ``num_dst`` are the destinations (a sampled block, as DGL's blocks).
+    A block made by ``with_global_sources`` instead reads its sources from a whole feature table.
     """
 
-    __slots__ = ("_g", "_derived")
+    __slots__ = ("_g", "_derived", "_local")
 
     def __init__(self, cgraph: "_C.Graph"):
         self._g = cgraph
         self._derived = {}  # derive(): (function, args) -> value, for this graph's lifetime
+        self._local = None  # with_global_sources: (the block with local ids, their global ids)
 
     # -- identity: a graph is a constant of compiled code, compared by uid ---------------------
     @property
@@ -217,6 +219,36 @@ class Graph(OpaqueBase):
         g, kept = self._g.remove_self_loops()
         return Graph(g), kept
 
+    def with_global_sources(self, source_ids, num_src: int) -> "Graph":
+        """This bipartite block with source ``j`` read as row ``source_ids[j]`` of a table of
+        ``num_src`` rows: a mini-batch's input block then reads the whole feature tensor in
+        place (``NeighborLoader(x_in_place=True)``) and nothing of its sources is gathered.
+
+        Its destination ``i`` is no longer source ``i`` (it is ``source_ids[i]``), so layers
+        are given the destinations' rows as the second of ``(x_src, x_dst)``; self-loop helpers
+        and a program reading one tensor at both sides raise, and ``local_block`` gives back
+        the block with local ids. Needs a bipartite graph without node types."""
+        ids = torch.as_tensor(source_ids).view(-1).to(torch.long)
+        g = Graph(self._g.with_global_sources(ids, int(num_src)))
+        g._local = (self, ids)
+        return g
+
+    @property
+    def sources_global(self) -> bool:
+        """True for a block from ``with_global_sources``: its sources are rows of a whole table."""
+        return self._local is not None
+
+    @property
+    def local_block(self) -> Optional["Graph"]:
+        """For a ``with_global_sources`` block, the same block with local source ids; else None."""
+        return None if self._local is None else self._local[0]
+
+    @property
+    def source_ids(self) -> Optional[torch.Tensor]:
+        """For a ``with_global_sources`` block, the global id of each local source (its first
+        ``num_dst`` are the destinations'); else None."""
+        return None if self._local is None else self._local[1]
+
     # -- devices ---------------------------------------------------------------------------
     def tensors(self, device="cpu") -> dict:
         """Index tensors (CSC, CSR, COO, types) on ``device``, built once per device and cached."""
@@ -227,10 +259,14 @@ class Graph(OpaqueBase):
         read, and the out-edge index, which only backward passes into sources read, on first
         use); the graph itself serves every device."""
         self._g.tensors(str(torch.device(device)), coo=False, out=False)
+        if self._local is not None:  # the layers that gather their sources run on it
+            self._local[0].to(device)
         return self
 
     # -- pickling: the edge list and the types; the indices are rebuilt (O(N + E)) ------------
     def __reduce__(self):
+        if self._local is not None:
+            return (_rebuild_global, (self._local[0], self._local[1], self.num_src))
         sizes = (self.num_src, self.num_dst) if self.is_bipartite else self.num_nodes
         return (_rebuild, (self.edge_index, sizes, self.node_type, self.edge_type,
                            self.num_node_types if self.has_node_types else None,
@@ -266,6 +302,10 @@ def tensor_of(graph: Graph, name: str) -> Optional[torch.Tensor]:
         from . import torch_ops
         return torch_ops.derived(graph, _own_tensor, name)
     return _own_tensor(graph, name)
+
+
+def _rebuild_global(local: Graph, source_ids: torch.Tensor, num_src: int) -> Graph:
+    return local.with_global_sources(source_ids, num_src)
 
 
 def _rebuild(edge_index, sizes, node_type, edge_type, num_node_types, num_edge_types) -> Graph:

@@ -13,6 +13,14 @@ the last layer's block (``blocks[-1]``, whose destinations are the seeds) was sa
 Sampling (C++, parallel, without the GIL) runs on a background thread up to ``prefetch``
 batches ahead, and feature gathering one batch ahead (a batch's rows of ``x`` are most of its
 memory); ``loader.stats`` says how long they took and how long training waited for them.
+
+``x_in_place=True`` gathers nothing of ``x``: ``blocks[0]`` reads its sources as global vertex
+ids (``Graph.with_global_sources``; ``num_src`` is the graph's vertex count) and ``batch.x`` is
+the loader's ``x`` itself. Layers that aggregate their input before transforming it (SAGEConv
+with ``mean`` / ``sum`` / ``max`` / ``min`` into at least as many channels, GINConv) then read
+the table in place; the others (GATConv, RGCNConv, SAGEConv projecting first, ...) gather the
+rows they need inside the layer, on the training thread. It saves one batch's rows of ``x`` per
+batch in flight.
 """
 from __future__ import annotations
 
@@ -49,7 +57,8 @@ class MiniBatch:
     """One sampled mini-batch.
 
     ``blocks`` are bipartite graphs, outermost layer first (``blocks[0]`` reads ``x``);
-    ``input_nodes`` are the global ids of ``blocks[0]``'s sources (the rows of ``x``);
+    ``input_nodes`` are the global ids of ``blocks[0]``'s sources (the rows of ``x``, or, with
+    ``x_in_place``, the rows of the whole table that ``blocks[0]`` reads);
     ``seed_nodes`` the global ids of the last block's destinations (the rows of the output and
     of ``y``); ``edge_ids[i]`` the original edge id of each of ``blocks[i]``'s edges, to select
     edge features."""
@@ -97,12 +106,13 @@ class NeighborLoader:
     ``data``: a dataset object (``graph``, ``x``, ``y``) or a ``(graph, x, y)`` triple (``x`` or
     ``y`` may be None). ``input_nodes``: the seed vertices (None: all; a bool mask or ids).
     Batches differ per epoch (each ``iter()`` is a new epoch) and are the same for the same
-    ``seed`` at any thread count. ``prefetch=0`` samples on the calling thread.
+    ``seed`` at any thread count. ``prefetch=0`` samples on the calling thread. ``x_in_place``:
+    see the module doc.
     """
 
     def __init__(self, data, num_neighbors: Sequence, batch_size: int = 1024, input_nodes=None,
                  shuffle: bool = True, drop_last: bool = False, seed: int = 0, prefetch: int = 2,
-                 replace: bool = False, weights: Optional[torch.Tensor] = None):
+                 replace: bool = False, weights: Optional[torch.Tensor] = None, x_in_place: bool = False):
         if isinstance(data, (tuple, list)):
             if len(data) != 3:
                 raise ValueError("data must be a dataset object or a (graph, x, y) triple")
@@ -120,6 +130,9 @@ class NeighborLoader:
                                  f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
         if not num_neighbors:
             raise ValueError("num_neighbors must give at least one fanout")
+        if x_in_place and graph.has_node_types:
+            raise ValueError("x_in_place=True needs a graph without node types (a block's node types are its "
+                             "sources'); gather the rows instead (x_in_place=False)")
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if int(prefetch) < 0:
@@ -143,6 +156,7 @@ class NeighborLoader:
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), bool(shuffle), bool(drop_last)
         self.seed, self.prefetch, self.replace, self.weights = int(seed), int(prefetch), bool(replace), weights
         self.seeds = seeds
+        self.x_in_place = bool(x_in_place)
         self.epoch = 0
         self.stats = {}
 
@@ -174,7 +188,10 @@ class NeighborLoader:
                              self.weights)
 
     def _gather(self, b: MiniBatch) -> MiniBatch:
-        if self.x is not None:  # CPU rows are copied without the GIL (index_select elsewhere)
+        if self.x_in_place:  # the first layer reads x itself through global source ids
+            b.blocks[0] = b.blocks[0].with_global_sources(b.input_nodes, self.graph.num_nodes)
+            b.x = self.x
+        elif self.x is not None:  # CPU rows are copied without the GIL (index_select elsewhere)
             b.x = _C.gather_rows(self.x, b.input_nodes)
         if self.y is not None:
             b.y = _C.gather_rows(self.y, b.seed_nodes)

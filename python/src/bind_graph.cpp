@@ -40,6 +40,17 @@ void bind_graph(py::module_& m) {
       .def("self_loop_ids", &Graph::self_loop_ids, py::arg("num_loops"),
            "(kept, loops, loop_vertex): the ids of the edges that are not self loops, of the self loops at "
            "vertices below num_loops, and those loops' vertices.")
+      .def_property_readonly("sources_global", [](const Graph& g) { return g.data().sources_global(); })
+      .def(
+          "with_global_sources",
+          [](const Graph& g, const torch::Tensor& source_ids, int64_t num_src) {
+            std::vector<int64_t> ids = ids_from_tensor(source_ids, "source_ids", "vertex ids");
+            py::gil_scoped_release nogil;
+            return Graph(g.data().with_global_sources(ids, num_src));
+          },
+          py::arg("source_ids"), py::arg("num_src"),
+          "This bipartite graph with source j renamed source_ids[j] of num_src sources (see "
+          "GraphData::with_global_sources).")
       .def("index_dtype", [](const Graph& g) { return g.data().fits_int32() ? "int32" : "int64"; })
       .def(
           "tensors",

@@ -99,6 +99,35 @@ TEST(Bipartite, NodeTypesAreTheSources) {
   EXPECT_THROW(GraphData::from_coo_bipartite({4, 1, 0}, {0, 0, 5}, 5, 6, t), ValueError);
 }
 
+TEST(Bipartite, GlobalSourcesRenameTheSourcesOnly) {
+  // a block of 3 sources (the first 2 are the destinations) read from a table of 9 rows
+  auto local = GraphData::from_coo_bipartite({2, 0, 1, 2}, {0, 1, 1, 0}, 3, 2);
+  auto g = local->with_global_sources({7, 4, 8}, 9);
+  EXPECT_TRUE(g->sources_global());
+  EXPECT_FALSE(local->sources_global());
+  EXPECT_EQ(g->num_src(), 9);
+  EXPECT_EQ(g->num_dst(), 2);
+  EXPECT_EQ(g->src(), (std::vector<int64_t>{8, 7, 4, 8}));  // edge order and ids kept
+  EXPECT_EQ(g->dst(), local->dst());
+  EXPECT_EQ(g->in().ptr, local->in().ptr);
+  EXPECT_EQ(g->in().eid.to_vector(), local->in().eid.to_vector());
+  EXPECT_EQ(g->out().ptr.size(), 10u);  // the out-edge index has a centre per table row
+  EXPECT_NE(g->uid(), local->uid());
+  // what needs destination i to be source i refuses
+  EXPECT_THROW(g->add_self_loops(), ValueError);
+  EXPECT_THROW(g->remove_self_loops(), ValueError);
+  EXPECT_THROW(g->replace_self_loops(1), ValueError);
+  // bad input
+  EXPECT_THROW(local->with_global_sources({7, 4}, 9), ValueError);      // an id per source
+  EXPECT_THROW(local->with_global_sources({7, 4, 9}, 9), ValueError);   // out of range
+  EXPECT_THROW(GraphData::from_coo({0}, {1}, 2)->with_global_sources({0, 1}, 2), ValueError);  // square
+  GraphTypes t;
+  t.node_type = {0, 1, 0};
+  t.num_node_types = 2;
+  auto typed = GraphData::from_coo_bipartite({2}, {0}, 3, 2, t);
+  EXPECT_THROW(typed->with_global_sources({0, 1, 2}, 5), ValueError);
+}
+
 TEST(Sampler, CountsRelabellingAndDeterminism) {
   auto g = ring_with_hub(50);
   sampling::SamplerOptions o;

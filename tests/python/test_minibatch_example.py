@@ -30,11 +30,22 @@ def test_typed_models_learn_on_sampled_blocks(example, model, tmp_path):
     assert result["best"]["test"] > 0.25, result["best"]  # twice chance
 
 
+@pytest.mark.parametrize("model", ["sage", "gat"])
+def test_the_first_layer_reading_x_in_place_learns(example, model):
+    """--x-in-place: SAGE reads the feature table in place, GAT gathers inside the layer."""
+    result = example.main(["--model", model, "--dataset", "synthetic", "--num-nodes", "3000", "--fanouts", "10,5",
+                           "--hidden", "16", "--heads", "2", "--batch-size", "200", "--epochs", "3", "--x-in-place",
+                           "--no-progress"])
+    assert result["args"]["x_in_place"]
+    assert result["best"]["test"] > 0.6, result["best"]  # 10 classes: chance 0.1
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--model", "hgt", "--dataset", "cora"], "--model rgcn and hgt train on a typed graph"),
     (["--model", "sage", "--dataset", "planted"], "--model rgcn and hgt train on a typed graph"),
     (["--model", "hgt", "--dataset", "planted", "--hidden", "30", "--heads", "4"],
      "--hidden (30) must be divisible by --heads (4) for HGT"),
+    (["--model", "rgcn", "--dataset", "planted", "--x-in-place"], "--x-in-place needs a graph without node types"),
 ])
 def test_bad_argument_combinations(example, capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:

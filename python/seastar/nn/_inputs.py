@@ -2,7 +2,10 @@
 
 * Seastar's: ``layer(graph, x, ...)`` with a ``seastar.Graph`` first; on a bipartite graph (a
   sampled block) one ``x`` of ``num_src`` rows serves both sides, its first ``num_dst`` rows
-  being the destinations, or ``x`` is a pair.
+  being the destinations, or ``x`` is a pair. On a block whose sources are global ids
+  (``Graph.with_global_sources``: ``x`` is the whole feature table) the destinations' rows are
+  ``x[source_ids[:num_dst]]``; a layer that can aggregate the table in place says so
+  (``sources_in_place``), every other one gets the block with local ids and the gathered rows.
 * PyTorch Geometric's: ``layer(x, edge_index, ...)`` with ``edge_index`` a [2, E] integer tensor,
   a sparse ``adj_t`` (``torch.sparse`` or a ``SparseTensor``), ``x`` a tensor or a
   ``(x_src, x_dst)`` pair for bipartite message passing (``x_dst`` may be None), ``size=
@@ -31,12 +34,15 @@ def is_data_like(obj) -> bool:
             and (hasattr(obj, "edge_index") or hasattr(obj, "adj_t")))
 
 
-def normalise_call(layer: str, x, edge_index, **extra) -> Call:
+def normalise_call(layer: str, x, edge_index, sources_in_place=None, **extra) -> Call:
     """``(x, edge_index, extra)`` from any of the conventions; ``extra`` holds the layer's other
     per-call inputs (``edge_weight=...``), filled from a ``Data`` object's attributes of the
-    same name when the caller passed one."""
+    same name when the caller passed one. ``sources_in_place(x_src)``: whether the layer reads
+    the sources of a global-source block in place (default: no)."""
     if isinstance(x, Graph):  # Seastar's order: (graph, x)
         graph, x = x, edge_index
+        if graph.sources_global:
+            return Call(*_global_sources(layer, graph, x, sources_in_place), extra)
         if getattr(graph, "is_bipartite", False) and isinstance(x, torch.Tensor):
             # one tensor for a sampled block (DGL's convention): its rows are the sources, and
             # the first num_dst of them are the destinations
@@ -58,6 +64,29 @@ def normalise_call(layer: str, x, edge_index, **extra) -> Call:
         raise TypeError(f"{layer}.forward takes (graph, x), (x, edge_index) or a Data object; "
                         f"no graph or edge_index was given")
     return Call(x, edge_index, extra)
+
+
+def _global_sources(layer: str, graph: Graph, x, in_place) -> Tuple[object, Graph]:
+    """``(x, graph)`` for a block whose sources are rows of a whole table: ``x`` becomes the
+    pair ``(x_src, x_dst)``, and unless the layer reads ``x_src`` in place, the block with local
+    ids and ``x_src``'s rows for it (a gather the layer's autograd graph sees)."""
+    if isinstance(x, (tuple, list)) and len(x) == 2:
+        x_src, x_dst = x
+    elif isinstance(x, torch.Tensor):
+        x_src, x_dst = x, None
+    else:
+        raise TypeError(f"{layer}: a block with global source ids takes the feature table x (or a pair "
+                        f"(x, x_dst)), got {type(x).__name__}")
+    if not isinstance(x_src, torch.Tensor) or x_src.dim() not in (1, 2) or x_src.shape[0] != graph.num_src:
+        raise ValueError(f"{layer}: this block's sources are global vertex ids, so x must be the whole feature "
+                         f"table of {graph.num_src} rows (1 or 2 dimensions); got "
+                         f"{tuple(x_src.shape) if isinstance(x_src, torch.Tensor) else type(x_src).__name__}")
+    ids = graph.source_ids.to(x_src.device)
+    if x_dst is None and isinstance(x, torch.Tensor):
+        x_dst = x_src.index_select(0, ids[:graph.num_dst])
+    if in_place is not None and in_place(x_src):
+        return (x_src, x_dst), graph
+    return (x_src.index_select(0, ids), x_dst), graph.local_block
 
 
 def check_rows(layer: str, t: Optional[torch.Tensor], expected: Optional[int], what: str) -> None:

@@ -67,7 +67,9 @@ class GINConv(nn.Module):
     @float32_inside
     def forward(self, x, edge_index=None, size=None) -> torch.Tensor:
         """``forward(graph, x)`` or PyG's ``forward(x, edge_index, size=None)``."""
-        x, edge_index, _ = normalise_call("GINConv", x, edge_index)
+        # a block with global source ids: the sum reads the table in place unless it needs its gradient
+        x, edge_index, _ = normalise_call("GINConv", x, edge_index,
+                                          sources_in_place=lambda t: not t.requires_grad and t.dim() == 2)
         x_src, x_dst, _ = split_features("GINConv", x)
         x_src = dense(x_src)
         x_dst = None if x_dst is None else dense(x_dst)

@@ -82,7 +82,7 @@ class SAGEConv(nn.Module):
     @float32_inside
     def forward(self, x, edge_index=None, size=None) -> torch.Tensor:
         """``forward(graph, x)`` or PyG's ``forward(x, edge_index, size=None)``."""
-        x, edge_index, _ = normalise_call("SAGEConv", x, edge_index)
+        x, edge_index, _ = normalise_call("SAGEConv", x, edge_index, sources_in_place=self._aggregates_table)
         x_src, x_dst, _ = split_features("SAGEConv", x)
         batch = None
         if isinstance(x_src, torch.Tensor) and x_src.dim() > 2 and not x_src.is_sparse:
@@ -111,6 +111,15 @@ class SAGEConv(nn.Module):
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
         return batch.unfold(out) if batch is not None else out
+
+    def _aggregates_table(self, x_src: torch.Tensor) -> bool:
+        """Whether a block with global source ids can aggregate ``x_src`` (the whole table) in
+        place: only when the sources' rows are aggregated as they are (projecting first would
+        transform every row of the table) and need no gradient (which would be table-sized)."""
+        agg = self.aggr_module
+        return (isinstance(agg, SimpleAggregation) and agg.kind in FUSABLE and not self.project
+                and not x_src.requires_grad and x_src.dim() == 2
+                and not (getattr(self.aggr_module, "linear", False) and self.out_channels < x_src.shape[-1]))
 
     def _add_root(self, out: torch.Tensor, x_dst: torch.Tensor, fresh: bool) -> torch.Tensor:
         """``out + lin_r(x_dst)``; for dense 2-D rows one ``addmm``, which writes a single
