@@ -120,9 +120,9 @@ def _register() -> None:
     # methods run on the real graph at trace time (their results are constants); the properties
     # are inlined, reading through those methods
     members = {m: MemberType.USE_REAL for m in ("_sizes", "_uid", "index_dtype", "_derive_traced",
-                                                 "_program_signature")}
+                                                 "_program_signature", "_is_sources_global")}
     for m in Graph._SIZES + ("num_nodes", "uid", "edge_index", "node_type", "edge_type", "in_degrees",
-                             "out_degrees"):
+                             "out_degrees", "sources_global"):
         members[m] = MemberType.INLINED
     register_opaque_type(Graph, typ="value", members=members)
     register_opaque_type(TensorRef, typ="value")

@@ -228,3 +228,10 @@ def test_loader_in_place_refuses_node_types():
     g = ss.Graph.from_edge_index(torch.tensor([[0, 1], [1, 2]]), 3, node_type=torch.tensor([0, 1, 0]))
     with pytest.raises(ValueError, match="x_in_place=True needs a graph without node types"):
         NeighborLoader((g, torch.randn(3, 2), None), num_neighbors=[2], x_in_place=True)
+
+
+def test_the_partitioned_loader_refuses_in_place_reads():
+    from seastar.distributed.minibatch import PartitionNeighborLoader
+    g, x, y = _data()
+    with pytest.raises(ValueError, match="no whole feature table to read in place"):
+        PartitionNeighborLoader(g, None, y, torch.arange(10), [2], x_in_place=True)

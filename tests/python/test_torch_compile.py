@@ -190,6 +190,18 @@ def test_rgcn_per_run_inside_compile_is_refused(small_graph):
         compiled(small_graph.graph, _features(small_graph.graph))
 
 
+def test_a_block_with_global_sources_inside_compile_is_refused():
+    local = ss.Graph.from_edge_index(torch.tensor([[2, 0, 1], [0, 1, 1]]), num_nodes=(3, 2))
+    block = local.with_global_sources(torch.tensor([5, 1, 7]), 9)
+    conv = snn.SAGEConv(F_IN, 3).to(DT)
+    compiled = torch.compile(conv, fullgraph=True, dynamic=False, backend="aot_eager")
+    with pytest.raises(Exception, match="global source ids .* not supported inside torch.compile"):
+        compiled(block, torch.randn(9, F_IN, dtype=DT))
+    # the local block compiles, and equals the eager in-place read
+    x = torch.randn(9, F_IN, dtype=DT)
+    torch.testing.assert_close(compiled(local, x[block.source_ids]), conv(block, x), rtol=1e-12, atol=1e-12)
+
+
 def test_jit_trace_refuses_with_a_clear_error(small_graph):
     conv = snn.GCNConv(F_IN, 3).to(DT).eval().requires_grad_(False)
     graph, x = small_graph.graph, _features(small_graph.graph)

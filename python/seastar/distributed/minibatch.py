@@ -187,6 +187,9 @@ class PartitionNeighborLoader(NeighborLoader):
 
     def __init__(self, graph: Graph, features: PartitionedFeatures, y: torch.Tensor, seeds: torch.Tensor,
                  num_neighbors, batch_size: int = 1024, seed: int = 0, prefetch: int = 2, **kw):
+        if kw.get("x_in_place"):
+            raise ValueError("PartitionNeighborLoader fetches each batch's input rows from the partitions, so it has "
+                             "no whole feature table to read in place: x_in_place must be False")
         super().__init__((graph, None, None), num_neighbors, batch_size=batch_size, input_nodes=seeds, shuffle=True,
                          seed=seed, prefetch=prefetch, **kw)
         self.features, self.labels = features, y

@@ -19,6 +19,7 @@ from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
 
+from .. import _C
 from ..graph import Graph
 from ._structure import Structure, structure
 
@@ -70,6 +71,10 @@ def _global_sources(layer: str, graph: Graph, x, in_place) -> Tuple[object, Grap
     """``(x, graph)`` for a block whose sources are rows of a whole table: ``x`` becomes the
     pair ``(x_src, x_dst)``, and unless the layer reads ``x_src`` in place, the block with local
     ids and ``x_src``'s rows for it (a gather the layer's autograd graph sees)."""
+    if torch.compiler.is_compiling():
+        raise NotImplementedError(f"{layer}: a block with global source ids (NeighborLoader(x_in_place=True)) is not "
+                                  f"supported inside torch.compile / torch.export: use the block with local ids "
+                                  f"(block.local_block) and x[block.source_ids]")
     if isinstance(x, (tuple, list)) and len(x) == 2:
         x_src, x_dst = x
     elif isinstance(x, torch.Tensor):
@@ -86,7 +91,9 @@ def _global_sources(layer: str, graph: Graph, x, in_place) -> Tuple[object, Grap
         x_dst = x_src.index_select(0, ids[:graph.num_dst])
     if in_place is not None and in_place(x_src):
         return (x_src, x_dst), graph
-    return (x_src.index_select(0, ids), x_dst), graph.local_block
+    # rows without a gradient are copied by the loader's own gather (prefetched rows, no GIL)
+    rows = x_src.index_select(0, ids) if x_src.requires_grad else _C.gather_rows(x_src, ids)
+    return (rows, x_dst), graph.local_block
 
 
 def check_rows(layer: str, t: Optional[torch.Tensor], expected: Optional[int], what: str) -> None:
