@@ -13,7 +13,6 @@ compiled code; their tensors reach it through the ``seastar::graph_tensor`` op.
 from __future__ import annotations
 
 import sys
-
 from typing import Any, Callable, Optional
 
 import torch

@@ -70,7 +70,7 @@ def normalise_call(layer: str, x, edge_index, sources_in_place=None, **extra) ->
 def _global_sources(layer: str, graph: Graph, x, in_place) -> Tuple[object, Graph]:
     """``(x, graph)`` for a block whose sources are rows of a whole table: ``x`` becomes the
     pair ``(x_src, x_dst)``, and unless the layer reads ``x_src`` in place, the block with local
-    ids and ``x_src``'s rows for it (a gather the layer's autograd graph sees)."""
+    ids and ``x_src``'s rows for it (through autograd when ``x_src`` needs its gradient)."""
     if torch.compiler.is_compiling():
         raise NotImplementedError(f"{layer}: a block with global source ids (NeighborLoader(x_in_place=True)) is not "
                                   f"supported inside torch.compile / torch.export: use the block with local ids "
