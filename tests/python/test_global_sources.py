@@ -118,6 +118,29 @@ def test_gin_reads_the_table_in_place(case):
         torch.testing.assert_close(g_, e_, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("kind, width", [("mean", 9), ("max", 10)])
+@pytest.mark.parametrize("case", [BLOCKS[0], BLOCKS[2]], ids=["random", "hub"])
+def test_the_generated_cuda_reads_the_table_in_place(case, kind, width, monkeypatch, tmp_path):
+    """The CUDA kernels (run by the host emulation of SEASTAR_CUDA_EMULATE) index the table with
+    the global ids: num_src is the table's row count, not the block's."""
+    monkeypatch.setenv("SEASTAR_CUDA_EMULATE", "1")
+    monkeypatch.setenv("SEASTAR_DUMP_DIR", str(tmp_path))
+    local, glob, ids, gsrc, gdst, ldst, _ = _global(case)
+    width += 2 * (case is BLOCKS[2])  # a width of its own: its kernels are compiled (and dumped) here
+    x = torch.randn(TABLE_ROWS, width, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    torch.manual_seed(0)
+    conv = ss.nn.SAGEConv(width, width + 1, aggr=kind).double()
+    out = conv(glob, x)
+    ref = _torch_aggr(kind, x[gsrc], ldst, glob.num_dst) @ conv.lin_l.weight.t() + conv.lin_l.bias \
+        + x[ids[:glob.num_dst]] @ conv.lin_r.weight.t()
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+    assert list(tmp_path.glob("*cudaemu.cpp")), "the emulated CUDA kernels did not run"
+    gw = torch.randn(out.shape, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    params = list(conv.parameters())
+    for g_, e_ in zip(torch.autograd.grad((out * gw).sum(), params), torch.autograd.grad((ref * gw).sum(), params)):
+        torch.testing.assert_close(g_, e_, rtol=1e-10, atol=1e-10)
+
+
 @pytest.mark.parametrize("layer", ["gat", "sage_project_first", "sage_project", "sage_lstm"])
 @pytest.mark.parametrize("case", BLOCKS, ids=[c[0] for c in BLOCKS])
 def test_other_layers_gather_and_match_the_local_block(case, layer, monkeypatch):
