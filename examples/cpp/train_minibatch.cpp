@@ -21,6 +21,7 @@
 #include "core/frontend/builder.h"
 #include "core/graph/graph_tensors.h"
 #include "core/sampling/neighbor_sampler.h"
+#include "kernels/cpu_allocator.h"
 #include "kernels/row_gather.h"
 #include "examples/cpp/planetoid.h"
 #include "api/program.h"
@@ -187,6 +188,7 @@ int run(const Args& args) {
 
 int main(int argc, char** argv) {
   try {
+    seastar::kernels::install_cpu_allocator_from_env();  // as `import seastar` does in Python
     return run(parse(argc, argv));
   } catch (const std::exception& e) {
     std::cerr << "seastar_train_minibatch: " << e.what() << "\n";

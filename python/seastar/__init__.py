@@ -25,6 +25,9 @@ __version__ = _check_torch(_torch.__version__)  # a clear error, before _C fails
 
 from . import _C
 from ._C import CompileError, TraceError
+from ._cpu_allocator import cpu_allocator_stats, install as _install_cpu_allocator, release_idle_cpu_memory
+
+_install_cpu_allocator()  # see _cpu_allocator.py
 from .fused import FallbackWarning
 from .graph import Graph
 from . import ops

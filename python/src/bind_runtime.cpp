@@ -4,6 +4,7 @@
 
 #include "kernels/autograd.h"
 #include "kernels/compiler.h"
+#include "kernels/cpu_allocator.h"
 #include "python/src/bindings.h"
 
 namespace py = pybind11;
@@ -87,6 +88,26 @@ void bind_runtime(py::module_& m) {
   }, py::arg("source"), py::arg("name"),
      "Compiles (or loads from the kernel cache) C++ source defining seastar_entry, as the fused backend does; "
      "returns the shared object's path and whether it came from a cache. For tests and tools.");
+  m.def("install_caching_cpu_allocator", &kernels::install_caching_cpu_allocator,
+        "Makes seastar's caching allocator torch's CPU allocator (kernels/cpu_allocator.h); returns "
+        "whether it is in force.");
+  m.def("install_cpu_allocator_from_env", &kernels::install_cpu_allocator_from_env,
+        "install_caching_cpu_allocator unless SEASTAR_CPU_ALLOCATOR=torch (ValueError for another value).");
+  m.def("cpu_allocator_stats", [] {
+    const kernels::CpuAllocatorStats s = kernels::caching_cpu_allocator_stats();
+    py::dict d;
+    d["installed"] = s.installed;
+    d["live_bytes"] = s.live_bytes;
+    d["idle_bytes"] = s.idle_bytes;
+    d["peak_live_bytes"] = s.peak_live_bytes;
+    d["idle_blocks"] = s.idle_blocks;
+    d["reused"] = s.reused;
+    d["mapped"] = s.mapped;
+    d["unmapped"] = s.unmapped;
+    return d;
+  });
+  m.def("release_idle_cpu_blocks", &kernels::release_idle_cpu_blocks, py::call_guard<py::gil_scoped_release>(),
+        "Gives the caching CPU allocator's idle blocks back to the system.");
 }
 
 }  // namespace seastar::python

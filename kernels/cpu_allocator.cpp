@@ -1,0 +1,241 @@
+/** \file The caching CPU allocator; see cpu_allocator.h. */
+#include "kernels/cpu_allocator.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/util/errors.h"
+#include "core/util/log.h"
+
+namespace seastar::kernels {
+namespace {
+
+constexpr size_t kCacheFrom = size_t(1) << 20;  ///< smaller requests go to torch's allocator
+constexpr size_t kGrain = size_t(1) << 16;      ///< block capacities are multiples of 64 KiB
+/// An idle block is lent to a request at most this much smaller than it (an eighth): an epoch's
+/// tensors repeat their sizes exactly, a mini-batch's vary around a mean.
+constexpr size_t kSlackDivisor = 8;
+/// Idle blocks not lent during this many large requests go back to the system: sizes a
+/// workload stopped asking for (an epoch of a model allocates far fewer).
+constexpr int64_t kMaxIdleAge = 4096;
+constexpr size_t kMaxIdleBlocks = 256;
+/// The idle blocks may hold up to the largest total ever live at once, and at least this.
+constexpr size_t kIdleFloor = size_t(64) << 20;
+
+class CachingCpuAllocator final : public c10::Allocator {
+ public:
+  static CachingCpuAllocator* instance() {
+    // never destroyed: tensors die (and return their blocks) during static destruction at exit
+    static CachingCpuAllocator* a = new CachingCpuAllocator(c10::GetCPUAllocator());
+    return a;
+  }
+
+  c10::DataPtr allocate(size_t n) override {
+    if (n < kCacheFrom) return fallback_->allocate(n);
+    void* p = take(n);
+    c10::profiledCPUMemoryReporter().New(p, n);
+    return {p, p, &free_block, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  /// Frees what raw_allocate returned, from either allocator: small blocks keep the deleter of
+  /// the allocator that made them, so this is only raw_deallocate's.
+  c10::DeleterFnPtr raw_deleter() const override { return fallback_->raw_deleter() ? &free_any : nullptr; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+  CpuAllocatorStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    CpuAllocatorStats s = stats_;
+    s.idle_blocks = static_cast<int64_t>(idle_.size());
+    return s;
+  }
+
+  void release_idle() {
+    std::vector<Idle> victims;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      victims.assign(idle_.begin(), idle_.end());
+      idle_.clear();
+      stats_.idle_bytes = 0;
+      stats_.unmapped += static_cast<int64_t>(victims.size());
+    }
+    for (const Idle& v : victims) munmap(v.ptr, v.bytes);
+  }
+
+  bool installed() { return c10::GetCPUAllocator() == this; }
+
+ private:
+  struct Idle {
+    void* ptr;
+    size_t bytes;
+    int64_t since;  ///< the request count when it went idle
+  };
+
+  explicit CachingCpuAllocator(c10::Allocator* fallback) : fallback_(fallback) {
+    // a fork while another thread holds the lock must not leave the child's lock held
+    pthread_atfork([] { instance()->mutex_.lock(); }, [] { instance()->mutex_.unlock(); },
+                   [] { instance()->mutex_.unlock(); });
+  }
+
+  void* take(size_t n) {
+    const size_t bytes = (n + kGrain - 1) / kGrain * kGrain;
+    std::vector<Idle> victims;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++requests_;
+      auto best = idle_.end(), larger = idle_.end();
+      for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+        if (it->bytes < bytes) continue;
+        if (it->bytes - n <= n / kSlackDivisor + kGrain && (best == idle_.end() || it->bytes < best->bytes)) best = it;
+        if (larger == idle_.end() || it->bytes < larger->bytes) larger = it;
+      }
+      if (best != idle_.end()) return lend(best, best->bytes);
+      // A miss. The mapped total (live + idle) stays within the most ever live at once: past
+      // it, a larger idle block is cut to size (its first pages are already faulted in), or
+      // the oldest idle blocks go back to the system before a new block is mapped.
+      if (stats_.live_bytes + stats_.idle_bytes + bytes > stats_.peak_live_bytes) {
+        if (larger != idle_.end()) {
+          char* p = static_cast<char*>(larger->ptr);
+          const size_t had = larger->bytes;
+          void* block = lend(larger, bytes);
+          stats_.idle_bytes -= had - bytes;  // lend() took `bytes` of it off
+          munmap(p + bytes, had - bytes);
+          return block;
+        }
+        while (!idle_.empty() && stats_.live_bytes + stats_.idle_bytes + bytes > stats_.peak_live_bytes) {
+          victims.push_back(idle_.front());
+          stats_.idle_bytes -= idle_.front().bytes;
+          idle_.pop_front();
+        }
+        stats_.unmapped += static_cast<int64_t>(victims.size());
+      }
+    }
+    for (const Idle& v : victims) munmap(v.ptr, v.bytes);
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {  // the idle blocks may be what stands in the way
+      release_idle();
+      p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    }
+    TORCH_CHECK_WITH(OutOfMemoryError, p != MAP_FAILED, "seastar's CPU allocator: out of memory mapping ", bytes,
+                     " bytes");
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.mapped;
+    note_live(p, bytes);
+    return p;
+  }
+
+  /// Lends the idle block `it` as a block of `bytes` (its size, or less when cut); under mutex_.
+  void* lend(std::deque<Idle>::iterator it, size_t bytes) {
+    void* p = it->ptr;
+    stats_.idle_bytes -= bytes;
+    idle_.erase(it);
+    ++stats_.reused;
+    note_live(p, bytes);
+    return p;
+  }
+
+  void note_live(void* p, size_t bytes) {  // under mutex_
+    live_.emplace(p, bytes);
+    stats_.live_bytes += bytes;
+    stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes);
+  }
+
+  /// Returns the block if it is one of ours.
+  bool give_back(void* p) {
+    std::vector<Idle> victims;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = live_.find(p);
+      if (it == live_.end()) return false;
+      const size_t bytes = it->second;
+      live_.erase(it);
+      stats_.live_bytes -= bytes;
+      idle_.push_back({p, bytes, requests_});
+      stats_.idle_bytes += bytes;
+      // the oldest idle blocks go first: too many, too much, or not lent for a long time
+      const size_t cap = std::max(kIdleFloor, stats_.peak_live_bytes);
+      while (!idle_.empty() && (idle_.size() > kMaxIdleBlocks || stats_.idle_bytes > cap ||
+                                requests_ - idle_.front().since > kMaxIdleAge)) {
+        victims.push_back(idle_.front());
+        stats_.idle_bytes -= idle_.front().bytes;
+        idle_.pop_front();
+      }
+      stats_.unmapped += static_cast<int64_t>(victims.size());
+    }
+    for (const Idle& v : victims) munmap(v.ptr, v.bytes);
+    return true;
+  }
+
+  static void free_block(void* p) {
+    c10::profiledCPUMemoryReporter().Delete(p);
+    instance()->give_back(p);
+  }
+
+  static void free_any(void* p) {
+    CachingCpuAllocator* a = instance();
+    bool ours;
+    {
+      std::lock_guard<std::mutex> lock(a->mutex_);
+      ours = a->live_.count(p) != 0;
+    }
+    if (ours)
+      free_block(p);
+    else
+      a->fallback_->raw_deleter()(p);
+  }
+
+  c10::Allocator* fallback_;
+  std::mutex mutex_;
+  std::unordered_map<void*, size_t> live_;
+  std::deque<Idle> idle_;  ///< oldest first
+  int64_t requests_ = 0;
+  CpuAllocatorStats stats_;
+};
+
+}  // namespace
+
+bool install_caching_cpu_allocator() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    CachingCpuAllocator* a = CachingCpuAllocator::instance();
+    // priority 0, torch's own: an allocator someone installed above it stays
+    c10::SetCPUAllocator(a, 0);
+    if (a->installed())
+      log::debug("caching CPU allocator installed (blocks of 1 MiB and up are kept for reuse)");
+    else
+      log::info("caching CPU allocator not installed: another CPU allocator has a higher priority");
+  });
+  return CachingCpuAllocator::instance()->installed();
+}
+
+bool install_cpu_allocator_from_env() {
+  const char* env = std::getenv("SEASTAR_CPU_ALLOCATOR");
+  const std::string choice = env ? env : "";
+  if (choice == "torch") return false;
+  if (!choice.empty() && choice != "caching")
+    SEASTAR_THROW(ValueError, "SEASTAR_CPU_ALLOCATOR='", choice, "': expected 'caching' (the default) or 'torch'");
+  return install_caching_cpu_allocator();
+}
+
+CpuAllocatorStats caching_cpu_allocator_stats() {
+  CpuAllocatorStats s = CachingCpuAllocator::instance()->stats();
+  s.installed = CachingCpuAllocator::instance()->installed();
+  return s;
+}
+
+void release_idle_cpu_blocks() { CachingCpuAllocator::instance()->release_idle(); }
+
+}  // namespace seastar::kernels
