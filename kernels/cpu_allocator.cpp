@@ -30,8 +30,6 @@ constexpr size_t kSlackDivisor = 8;
 /// workload stopped asking for (an epoch of a model allocates far fewer).
 constexpr int64_t kMaxIdleAge = 4096;
 constexpr size_t kMaxIdleBlocks = 256;
-/// The idle blocks may hold up to the largest total ever live at once, and at least this.
-constexpr size_t kIdleFloor = size_t(64) << 20;
 
 class CachingCpuAllocator final : public c10::Allocator {
  public:
@@ -165,10 +163,9 @@ class CachingCpuAllocator final : public c10::Allocator {
       stats_.live_bytes -= bytes;
       idle_.push_back({p, bytes, requests_});
       stats_.idle_bytes += bytes;
-      // the oldest idle blocks go first: too many, too much, or not lent for a long time
-      const size_t cap = std::max(kIdleFloor, stats_.peak_live_bytes);
-      while (!idle_.empty() && (idle_.size() > kMaxIdleBlocks || stats_.idle_bytes > cap ||
-                                requests_ - idle_.front().since > kMaxIdleAge)) {
+      // (the mapped total is unchanged: take() keeps it within the peak) the oldest idle blocks
+      // go first when there are too many or they were not lent for a long time
+      while (!idle_.empty() && (idle_.size() > kMaxIdleBlocks || requests_ - idle_.front().since > kMaxIdleAge)) {
         victims.push_back(idle_.front());
         stats_.idle_bytes -= idle_.front().bytes;
         idle_.pop_front();

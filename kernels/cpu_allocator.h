@@ -8,9 +8,9 @@
  * about twice what it uses; above the threshold every tensor is mapped and faulted in anew at
  * each allocation. This allocator keeps each large block (1 MiB and up) mapped once freed and
  * hands it to the next request of about its size: an epoch's tensors reuse the previous epoch's
- * pages, with no page fault and no hole. Blocks of other sizes are given back to the system
- * when unused for a while or when the idle blocks exceed the largest live total seen, so the
- * cache cannot grow past what the process has needed at once.
+ * pages, with no page fault and no hole. The mapped total (live + idle) never exceeds the most
+ * ever live at once: a request that would pass it cuts a larger idle block to size or unmaps
+ * the oldest idle ones, and blocks not lent for a long while go back to the system too.
  *
  * Smaller requests go to the allocator it replaced (torch's own). Installed process-wide by
  * install_caching_cpu_allocator() (Python: at `import seastar` unless SEASTAR_CPU_ALLOCATOR=torch);
