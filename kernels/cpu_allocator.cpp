@@ -9,7 +9,8 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <deque>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -62,25 +63,25 @@ class CachingCpuAllocator final : public c10::Allocator {
   }
 
   void release_idle() {
-    std::vector<Idle> victims;
+    std::vector<std::pair<char*, size_t>> victims;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      victims.assign(idle_.begin(), idle_.end());
+      for (const auto& [p, piece] : idle_) victims.emplace_back(p, piece.bytes);
       idle_.clear();
       stats_.idle_bytes = 0;
       stats_.unmapped += static_cast<int64_t>(victims.size());
     }
-    for (const Idle& v : victims) munmap(v.ptr, v.bytes);
+    for (const auto& [p, bytes] : victims) munmap(p, bytes);
   }
 
   bool installed() { return c10::GetCPUAllocator() == this; }
 
  private:
   struct Idle {
-    void* ptr;
     size_t bytes;
-    int64_t since;  ///< the request count when it went idle
+    int64_t since;  ///< the request count when it (or its newest part) went idle
   };
+  using IdleMap = std::map<char*, Idle>;  ///< by address, so that neighbours merge
 
   explicit CachingCpuAllocator(c10::Allocator* fallback) : fallback_(fallback) {
     // a fork while another thread holds the lock must not leave the child's lock held
@@ -90,38 +91,29 @@ class CachingCpuAllocator final : public c10::Allocator {
 
   void* take(size_t n) {
     const size_t bytes = (n + kGrain - 1) / kGrain * kGrain;
-    std::vector<Idle> victims;
+    std::vector<std::pair<char*, size_t>> victims;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ++requests_;
       auto best = idle_.end(), larger = idle_.end();
       for (auto it = idle_.begin(); it != idle_.end(); ++it) {
-        if (it->bytes < bytes) continue;
-        if (it->bytes - n <= n / kSlackDivisor + kGrain && (best == idle_.end() || it->bytes < best->bytes)) best = it;
-        if (larger == idle_.end() || it->bytes < larger->bytes) larger = it;
+        const size_t have = it->second.bytes;
+        if (have < bytes) continue;
+        if (have - n <= n / kSlackDivisor + kGrain && (best == idle_.end() || have < best->second.bytes)) best = it;
+        if (larger == idle_.end() || have < larger->second.bytes) larger = it;
       }
-      if (best != idle_.end()) return lend(best, best->bytes);
+      if (best != idle_.end()) return lend(best, best->second.bytes);
       // A miss. The mapped total (live + idle) stays within the most ever live at once: past
-      // it, a larger idle block is cut to size (its first pages are already faulted in), or
-      // the oldest idle blocks go back to the system before a new block is mapped.
+      // it, the request takes the front of a larger idle block (pages already faulted in; the
+      // rest stays idle and merges with it again when both are free), or the oldest idle
+      // blocks go back to the system before a new block is mapped.
       if (stats_.live_bytes + stats_.idle_bytes + bytes > stats_.peak_live_bytes) {
-        if (larger != idle_.end()) {
-          char* p = static_cast<char*>(larger->ptr);
-          const size_t had = larger->bytes;
-          void* block = lend(larger, bytes);
-          stats_.idle_bytes -= had - bytes;  // lend() took `bytes` of it off
-          munmap(p + bytes, had - bytes);
-          return block;
-        }
-        while (!idle_.empty() && stats_.live_bytes + stats_.idle_bytes + bytes > stats_.peak_live_bytes) {
-          victims.push_back(idle_.front());
-          stats_.idle_bytes -= idle_.front().bytes;
-          idle_.pop_front();
-        }
-        stats_.unmapped += static_cast<int64_t>(victims.size());
+        if (larger != idle_.end()) return lend(larger, bytes);
+        while (!idle_.empty() && stats_.live_bytes + stats_.idle_bytes + bytes > stats_.peak_live_bytes)
+          evict(oldest(), victims);
       }
     }
-    for (const Idle& v : victims) munmap(v.ptr, v.bytes);
+    for (const auto& [p, b] : victims) munmap(p, b);
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {  // the idle blocks may be what stands in the way
       release_idle();
@@ -135,11 +127,14 @@ class CachingCpuAllocator final : public c10::Allocator {
     return p;
   }
 
-  /// Lends the idle block `it` as a block of `bytes` (its size, or less when cut); under mutex_.
-  void* lend(std::deque<Idle>::iterator it, size_t bytes) {
-    void* p = it->ptr;
-    stats_.idle_bytes -= bytes;
+  /// Lends the first `bytes` of the idle block `it` (all of it, or its front: the rest stays
+  /// idle); under mutex_.
+  void* lend(IdleMap::iterator it, size_t bytes) {
+    char* p = it->first;
+    const Idle rest{it->second.bytes - bytes, it->second.since};
     idle_.erase(it);
+    if (rest.bytes > 0) idle_.emplace(p + bytes, rest);
+    stats_.idle_bytes -= bytes;
     ++stats_.reused;
     note_live(p, bytes);
     return p;
@@ -151,28 +146,56 @@ class CachingCpuAllocator final : public c10::Allocator {
     stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes);
   }
 
+  IdleMap::iterator oldest() {  // under mutex_, idle_ not empty
+    return std::min_element(idle_.begin(), idle_.end(),
+                            [](const auto& a, const auto& b) { return a.second.since < b.second.since; });
+  }
+
+  /// Takes an idle block off the books; the caller unmaps it outside the lock.
+  void evict(IdleMap::iterator it, std::vector<std::pair<char*, size_t>>& victims) {  // under mutex_
+    victims.emplace_back(it->first, it->second.bytes);
+    stats_.idle_bytes -= it->second.bytes;
+    ++stats_.unmapped;
+    idle_.erase(it);
+  }
+
   /// Returns the block if it is one of ours.
-  bool give_back(void* p) {
-    std::vector<Idle> victims;
+  bool give_back(void* ptr) {
+    std::vector<std::pair<char*, size_t>> victims;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto it = live_.find(p);
-      if (it == live_.end()) return false;
-      const size_t bytes = it->second;
-      live_.erase(it);
-      stats_.live_bytes -= bytes;
-      idle_.push_back({p, bytes, requests_});
-      stats_.idle_bytes += bytes;
+      auto live = live_.find(ptr);
+      if (live == live_.end()) return false;
+      char* p = static_cast<char*>(ptr);
+      Idle piece{live->second, requests_};
+      live_.erase(live);
+      stats_.live_bytes -= piece.bytes;
+      stats_.idle_bytes += piece.bytes;
+      // Merge with the idle blocks on either side: pieces of one block cut earlier join up again
+      // (and so do adjacent mappings, which munmap treats as one range).
+      auto next = idle_.lower_bound(p);
+      if (next != idle_.end() && next->first == p + piece.bytes) {
+        piece.bytes += next->second.bytes;
+        next = idle_.erase(next);
+      }
+      if (next != idle_.begin()) {
+        auto prev = std::prev(next);
+        if (prev->first + prev->second.bytes == p) {
+          p = prev->first;
+          piece.bytes += prev->second.bytes;
+          idle_.erase(prev);
+        }
+      }
+      idle_.emplace(p, piece);
       // (the mapped total is unchanged: take() keeps it within the peak) the oldest idle blocks
       // go first when there are too many or they were not lent for a long time
-      while (!idle_.empty() && (idle_.size() > kMaxIdleBlocks || requests_ - idle_.front().since > kMaxIdleAge)) {
-        victims.push_back(idle_.front());
-        stats_.idle_bytes -= idle_.front().bytes;
-        idle_.pop_front();
+      while (!idle_.empty()) {
+        auto old = oldest();
+        if (idle_.size() <= kMaxIdleBlocks && requests_ - old->second.since <= kMaxIdleAge) break;
+        evict(old, victims);
       }
-      stats_.unmapped += static_cast<int64_t>(victims.size());
     }
-    for (const Idle& v : victims) munmap(v.ptr, v.bytes);
+    for (const auto& [b, bytes] : victims) munmap(b, bytes);
     return true;
   }
 
@@ -197,7 +220,7 @@ class CachingCpuAllocator final : public c10::Allocator {
   c10::Allocator* fallback_;
   std::mutex mutex_;
   std::unordered_map<void*, size_t> live_;
-  std::deque<Idle> idle_;  ///< oldest first
+  IdleMap idle_;
   int64_t requests_ = 0;
   CpuAllocatorStats stats_;
 };

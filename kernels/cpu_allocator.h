@@ -9,8 +9,10 @@
  * each allocation. This allocator keeps each large block (1 MiB and up) mapped once freed and
  * hands it to the next request of about its size: an epoch's tensors reuse the previous epoch's
  * pages, with no page fault and no hole. The mapped total (live + idle) never exceeds the most
- * ever live at once: a request that would pass it cuts a larger idle block to size or unmaps
- * the oldest idle ones, and blocks not lent for a long while go back to the system too.
+ * ever live at once: a request that would pass it takes the front of a larger idle block (the
+ * rest stays idle, and the pieces merge again when freed: an epoch that cuts small tensors out
+ * of a large one's pages gets the large block back for the next epoch) or unmaps the oldest
+ * idle ones, and blocks not lent for a long while go back to the system too.
  *
  * Smaller requests go to the allocator it replaced (torch's own). Installed process-wide by
  * install_caching_cpu_allocator() (Python: at `import seastar` unless SEASTAR_CPU_ALLOCATOR=torch);

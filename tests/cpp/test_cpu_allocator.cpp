@@ -1,5 +1,5 @@
 /** The caching CPU allocator (kernels/cpu_allocator.h) as torch's CPU allocator: blocks are
- * reused, cut to size, evicted so that the mapped total never exceeds the most ever live, and
+ * reused, lent in pieces that merge again when freed, evicted so that the mapped total never exceeds the most ever live, and
  * stay correct under threads and through torch's raw allocation API. One process, so the
  * counters start from zero. */
 #include <c10/core/CPUAllocator.h>
@@ -47,7 +47,9 @@ TEST(CpuAllocator, ReusesAFreedBlockOfTheSameSize) {
   expect_within_peak();
 }
 
-TEST(CpuAllocator, CutsALargerIdleBlockRatherThanGrowing) {
+size_t grains(size_t n) { return (n + 64 * 1024 - 1) / (64 * 1024) * (64 * 1024); }
+
+TEST(CpuAllocator, LendsTheFrontOfALargerIdleBlockRatherThanGrowing) {
   c10::Allocator* a = installed();
   release_idle_cpu_blocks();
   // larger than anything live so far: its allocation sets the peak
@@ -58,12 +60,47 @@ TEST(CpuAllocator, CutsALargerIdleBlockRatherThanGrowing) {
     base = p.get();
   }
   const int64_t mapped = caching_cpu_allocator_stats().mapped;
+  const int64_t unmapped = caching_cpu_allocator_stats().unmapped;
   // a third of it: no idle block within the slack, and a new block would pass the peak
   c10::DataPtr small = a->allocate(big / 3);
   EXPECT_EQ(small.get(), base);
   EXPECT_EQ(caching_cpu_allocator_stats().mapped, mapped);
-  EXPECT_EQ(caching_cpu_allocator_stats().idle_bytes, 0u);  // the tail went back to the system
+  // the rest stays mapped and idle, for the next request
+  EXPECT_EQ(caching_cpu_allocator_stats().idle_bytes, grains(big) - grains(big / 3));
+  EXPECT_EQ(caching_cpu_allocator_stats().unmapped, unmapped);
   std::memset(small.get(), 1, big / 3);
+  expect_within_peak();
+}
+
+TEST(CpuAllocator, PiecesOfABlockMergeAgainWhenFreed) {
+  // An epoch's pattern: a large tensor freed, smaller ones cut from its pages, then the large
+  // size asked for again. The pieces join up, so the second large request maps nothing.
+  c10::Allocator* a = installed();
+  release_idle_cpu_blocks();
+  const size_t big = std::max(24 * MiB, caching_cpu_allocator_stats().peak_live_bytes + MiB);
+  void* base;
+  {
+    c10::DataPtr p = a->allocate(big);
+    base = p.get();
+  }
+  const int64_t mapped = caching_cpu_allocator_stats().mapped;
+  {
+    c10::DataPtr first = a->allocate(big / 4);
+    c10::DataPtr second = a->allocate(big / 4);
+    c10::DataPtr third = a->allocate(big / 4);
+    EXPECT_EQ(first.get(), base);
+    EXPECT_EQ(second.get(), static_cast<char*>(base) + grains(big / 4));
+    std::memset(second.get(), 2, big / 4);
+    // freed out of order: the middle piece merges with both neighbours once they are idle
+    second.clear();
+    first.clear();
+    third.clear();
+  }
+  EXPECT_EQ(caching_cpu_allocator_stats().idle_blocks, 1);
+  c10::DataPtr again = a->allocate(big);
+  EXPECT_EQ(again.get(), base);
+  std::memset(again.get(), 3, big);
+  EXPECT_EQ(caching_cpu_allocator_stats().mapped, mapped);
   expect_within_peak();
 }
 

@@ -56,7 +56,8 @@ def test_fresh_process_counts_and_footprint():
     assert r.returncode == 0, r.stderr
     import json
     s1, s2, s3 = json.loads(r.stdout.strip().splitlines()[-1])
-    assert s1["installed"] and s1["idle_blocks"] >= 4 and s1["live_bytes"] + s1["idle_bytes"] <= s1["peak_live_bytes"]
+    # (adjacent blocks merge when idle, so they may be fewer than four)
+    assert s1["installed"] and s1["idle_bytes"] >= 4 * (3 << 20) and s1["live_bytes"] + s1["idle_bytes"] <= s1["peak_live_bytes"]
     assert s2["reused"] >= s1["reused"] + 4 and s2["mapped"] == s1["mapped"]  # no new mapping
     assert s3["idle_bytes"] == 0
 
