@@ -49,16 +49,22 @@ TEST(CpuAllocator, ReusesAFreedBlockOfTheSameSize) {
 
 size_t grains(size_t n) { return (n + 64 * 1024 - 1) / (64 * 1024) * (64 * 1024); }
 
+/// With no idle block left, a size larger than anything live so far: its allocation sets the peak.
+size_t peak_setting_size() {
+  release_idle_cpu_blocks();
+  return std::max(24 * MiB, caching_cpu_allocator_stats().peak_live_bytes + MiB);
+}
+
+/// Where a block of `n` bytes was, now idle.
+void* allocate_and_free(c10::Allocator* a, size_t n) {
+  c10::DataPtr p = a->allocate(n);
+  return p.get();
+}
+
 TEST(CpuAllocator, LendsTheFrontOfALargerIdleBlockRatherThanGrowing) {
   c10::Allocator* a = installed();
-  release_idle_cpu_blocks();
-  // larger than anything live so far: its allocation sets the peak
-  const size_t big = std::max(24 * MiB, caching_cpu_allocator_stats().peak_live_bytes + MiB);
-  void* base;
-  {
-    c10::DataPtr p = a->allocate(big);
-    base = p.get();
-  }
+  const size_t big = peak_setting_size();
+  void* base = allocate_and_free(a, big);
   const int64_t mapped = caching_cpu_allocator_stats().mapped;
   const int64_t unmapped = caching_cpu_allocator_stats().unmapped;
   // a third of it: no idle block within the slack, and a new block would pass the peak
@@ -76,13 +82,8 @@ TEST(CpuAllocator, PiecesOfABlockMergeAgainWhenFreed) {
   // An epoch's pattern: a large tensor freed, smaller ones cut from its pages, then the large
   // size asked for again. The pieces join up, so the second large request maps nothing.
   c10::Allocator* a = installed();
-  release_idle_cpu_blocks();
-  const size_t big = std::max(24 * MiB, caching_cpu_allocator_stats().peak_live_bytes + MiB);
-  void* base;
-  {
-    c10::DataPtr p = a->allocate(big);
-    base = p.get();
-  }
+  const size_t big = peak_setting_size();
+  void* base = allocate_and_free(a, big);
   const int64_t mapped = caching_cpu_allocator_stats().mapped;
   {
     c10::DataPtr first = a->allocate(big / 4);
