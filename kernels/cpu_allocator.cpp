@@ -63,7 +63,7 @@ class CachingCpuAllocator final : public c10::Allocator {
   }
 
   void release_idle() {
-    std::vector<std::pair<char*, size_t>> victims;
+    Regions victims;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (const auto& [p, piece] : idle_) victims.emplace_back(p, piece.bytes);
@@ -82,6 +82,7 @@ class CachingCpuAllocator final : public c10::Allocator {
     int64_t since;  ///< the request count when it (or its newest part) went idle
   };
   using IdleMap = std::map<char*, Idle>;  ///< by address, so that neighbours merge
+  using Regions = std::vector<std::pair<char*, size_t>>;  ///< taken off the books, to unmap unlocked
 
   explicit CachingCpuAllocator(c10::Allocator* fallback) : fallback_(fallback) {
     // a fork while another thread holds the lock must not leave the child's lock held
@@ -91,7 +92,7 @@ class CachingCpuAllocator final : public c10::Allocator {
 
   void* take(size_t n) {
     const size_t bytes = (n + kGrain - 1) / kGrain * kGrain;
-    std::vector<std::pair<char*, size_t>> victims;
+    Regions victims;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ++requests_;
@@ -152,7 +153,7 @@ class CachingCpuAllocator final : public c10::Allocator {
   }
 
   /// Takes an idle block off the books; the caller unmaps it outside the lock.
-  void evict(IdleMap::iterator it, std::vector<std::pair<char*, size_t>>& victims) {  // under mutex_
+  void evict(IdleMap::iterator it, Regions& victims) {  // under mutex_
     victims.emplace_back(it->first, it->second.bytes);
     stats_.idle_bytes -= it->second.bytes;
     ++stats_.unmapped;
@@ -161,7 +162,7 @@ class CachingCpuAllocator final : public c10::Allocator {
 
   /// Returns the block if it is one of ours.
   bool give_back(void* ptr) {
-    std::vector<std::pair<char*, size_t>> victims;
+    Regions victims;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto live = live_.find(ptr);
