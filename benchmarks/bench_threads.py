@@ -55,7 +55,7 @@ def measure(args) -> dict:
         out.backward(torch.ones_like(out))
 
     runs = {"epoch": epoch, "propagation": propagation}
-    rows = []
+    rows, pool_stats = [], {}
     for busy in args.busy:
         spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(busy)]
         try:
@@ -77,8 +77,9 @@ def measure(args) -> dict:
                 p.wait()
         for (name, t), ts in times.items():
             rows.append({"busy": busy, "what": name, "threads": t, "seconds": ts})
+        pool_stats[str(busy)] = ss.kernel_pool_stats()  # cumulative, after this block
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    return {"config": config, "load_after": os.getloadavg(), "rows": rows}
+    return {"config": config, "load_after": os.getloadavg(), "rows": rows, "kernel_pool_stats": pool_stats}
 
 
 def report(result: dict) -> str:
@@ -93,6 +94,9 @@ def report(result: dict) -> str:
             fmt = lambda ts: f"{statistics.median(ts) * 1e3:.0f} ms ({min(ts) * 1e3:.0f}-{max(ts) * 1e3:.0f})"
             lines.append(f"| {busy} | {what} | {fmt(one)} | {fmt(two)} | "
                          f"{statistics.median(one) / statistics.median(two):.2f}x |")
+    for busy, st in result.get("kernel_pool_stats", {}).items():
+        lines.append(f"\nkernel pool after the block with {busy} busy: {st['pooled']} jobs offered to helpers, "
+                     f"{st['lost']} of them lost, {st['benched']} run on the caller alone (cumulative)")
     return "\n".join(lines)
 
 

@@ -5,9 +5,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
+
+#include "core/util/log.h"
 
 namespace seastar::kernels {
 namespace {
@@ -17,10 +21,14 @@ class WorkerPool {
   void run(int64_t n, void* ctx, void (*fn)(void*, int64_t), int threads) {
     const int helpers = static_cast<int>(std::min<int64_t>(threads, n)) - 1;
     std::unique_lock<std::mutex> job(submit_, std::try_to_lock);
-    if (helpers <= 0 || !job.owns_lock()) {  // one item, one thread, or the pool is taken
+    const int64_t start = now_ns();
+    if (helpers <= 0 || !job.owns_lock() || start < inline_until_ns_) {
+      // one item, one thread, the pool is taken, or helpers have lately cost more than they gave
+      if (helpers > 0 && job.owns_lock()) ++stats_.benched;
       for (int64_t i = 0; i < n; ++i) fn(ctx, i);
       return;
     }
+    ++stats_.pooled;
     {
       std::lock_guard<std::mutex> lock(m_);
       while (static_cast<int>(spawned_) < helpers) {
@@ -33,15 +41,58 @@ class WorkerPool {
       invited_ = helpers;
     }
     wake_.notify_all();
-    drain();
-    std::unique_lock<std::mutex> lock(m_);
-    invited_ = 0;  // a helper waking from now on leaves this job alone
-    idle_.wait(lock, [this] { return active_ == 0; });
+    const int64_t own = drain();
+    const int64_t drained = now_ns();
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      invited_ = 0;  // a helper waking from now on leaves this job alone
+      idle_.wait(lock, [this] { return active_ == 0; });
+    }
+    judge(n, own, drained - start, now_ns() - drained, start);
+  }
+
+  WorkerPoolStats stats() {
+    std::lock_guard<std::mutex> job(submit_);
+    return stats_;
   }
 
  private:
-  void drain() {
-    for (int64_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < n_;) fn_(ctx_, i);
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  /// Whether the helpers paid for themselves in the job just run: the caller did `own` of the `n`
+  /// items in `busy` ns, so alone it would have needed about busy * n / own; the job took busy +
+  /// `waited` (the wait for items the helpers had claimed). A helper descheduled in the middle of
+  /// an item (its core taken by another process, or by torch's OpenMP threads spinning after an
+  /// op) makes the caller wait for a whole time slice. After kStrikes such jobs in a row the
+  /// kernels run on their caller alone for a back-off that doubles while the job that ends it
+  /// (the probe) still loses, so two threads never stay slower than one. Called holding submit_.
+  void judge(int64_t n, int64_t own, int64_t busy, int64_t waited, int64_t start) {
+    if (own <= 0 || own >= n) return;  // the helpers took all or none: nothing to compare
+    const bool lost = static_cast<double>(waited) * static_cast<double>(own) >
+                      static_cast<double>(busy) * static_cast<double>(n - own);
+    stats_.lost += lost;
+    if (!lost) {
+      strikes_ = 0, backoff_ns_ = kFirstBackoffNs, probing_ = false;
+      return;
+    }
+    if (++strikes_ < kStrikes && !probing_) return;
+    inline_until_ns_ = start + busy + waited + backoff_ns_;
+    log::debug("kernel helpers were slower than the caller alone " + std::to_string(strikes_) +
+               " time(s) in a row; kernels run on their caller for " +
+               std::to_string(backoff_ns_ / 1000000) + " ms");
+    backoff_ns_ = std::min(2 * backoff_ns_, kMaxBackoffNs);
+    strikes_ = 0;
+    probing_ = true;  // the next pooled job is a probe: one loss sends it back inline
+  }
+
+  int64_t drain() {
+    int64_t done = 0;
+    for (int64_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < n_; ++done) fn_(ctx_, i);
+    return done;
   }
 
   void work() {
@@ -59,7 +110,14 @@ class WorkerPool {
     }
   }
 
-  std::mutex submit_;  // one job at a time
+  static constexpr int kStrikes = 3;
+  static constexpr int64_t kFirstBackoffNs = 10'000'000, kMaxBackoffNs = 1'000'000'000;
+
+  std::mutex submit_;  // one job at a time; guards the judging state below
+  int64_t inline_until_ns_ = 0, backoff_ns_ = kFirstBackoffNs;
+  int strikes_ = 0;
+  bool probing_ = false;
+  WorkerPoolStats stats_;
   std::mutex m_;
   std::condition_variable wake_, idle_;
   size_t spawned_ = 0;
@@ -108,6 +166,8 @@ void pool_parallel_for(int64_t n, void* ctx, void (*fn)(void*, int64_t), int thr
 }
 
 const KernelRuntime* kernel_runtime() { return &kRuntime; }
+
+WorkerPoolStats worker_pool_stats() { return pool().stats(); }
 
 void set_kernel_threads(int threads) { g_threads.store(std::max(1, threads), std::memory_order_relaxed); }
 

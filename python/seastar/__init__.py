@@ -28,6 +28,7 @@ from ._C import CompileError, TraceError
 from ._cpu_allocator import cpu_allocator_stats, install as _install_cpu_allocator, release_idle_cpu_memory
 
 _install_cpu_allocator()  # see _cpu_allocator.py
+from ._worker_pool import kernel_pool_stats
 from .fused import FallbackWarning
 from .graph import Graph
 from . import ops

@@ -5,6 +5,7 @@
 #include "kernels/autograd.h"
 #include "kernels/compiler.h"
 #include "kernels/cpu_allocator.h"
+#include "kernels/worker_pool.h"
 #include "python/src/bindings.h"
 
 namespace py = pybind11;
@@ -106,6 +107,14 @@ void bind_runtime(py::module_& m) {
     d["unmapped"] = s.unmapped;
     return d;
   });
+  m.def("kernel_pool_stats", [] {
+    const kernels::WorkerPoolStats s = kernels::worker_pool_stats();
+    py::dict d;
+    d["pooled"] = s.pooled;
+    d["lost"] = s.lost;
+    d["benched"] = s.benched;
+    return d;
+  }, "The CPU kernels' worker pool counters (kernels/worker_pool.h).");
   m.def("release_idle_cpu_blocks", &kernels::release_idle_cpu_blocks, py::call_guard<py::gil_scoped_release>(),
         "Gives the caching CPU allocator's idle blocks back to the system.");
 }

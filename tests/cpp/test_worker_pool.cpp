@@ -1,10 +1,12 @@
 /** \file The kernels' worker pool (kernels/worker_pool.h): every item runs exactly once, on any
- * thread count, with concurrent callers, and in the child of a fork. */
+ * thread count, with concurrent callers, and in the child of a fork; helpers that make jobs
+ * slower than the caller alone are left out for a while, then tried again. */
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <set>
 #include <thread>
 #include <vector>
@@ -12,6 +14,8 @@
 #include "kernels/worker_pool.h"
 
 using seastar::kernels::pool_parallel_for;
+using seastar::kernels::worker_pool_stats;
+using seastar::kernels::WorkerPoolStats;
 
 namespace {
 
@@ -91,4 +95,57 @@ TEST(WorkerPool, WorksInTheChildOfAFork) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+namespace {
+
+/// Items that take `item_us` on the caller; on a helper each takes `helper_us` instead (a helper
+/// whose core is taken by another process).
+struct SlowHelpers {
+  std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> item_us{50}, helper_us{5000};
+  std::atomic<int> on_helpers{0};
+};
+
+void spin_for_us(int us) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
+void slow_on_helpers(void* ctx, int64_t) {
+  auto* s = static_cast<SlowHelpers*>(ctx);
+  if (std::this_thread::get_id() == s->caller) {
+    spin_for_us(s->item_us.load());
+  } else {
+    s->on_helpers.fetch_add(1);
+    std::this_thread::sleep_for(std::chrono::microseconds(s->helper_us.load()));
+  }
+}
+
+}  // namespace
+
+TEST(WorkerPool, HelpersThatMakeJobsSlowerAreLeftOutThenTriedAgain) {
+  SlowHelpers s;
+  // Each job: the caller does its items in about 1 ms, then waits about 5 ms for the item a helper
+  // claimed. After a few such jobs the pool stops offering jobs to helpers for a while.
+  const WorkerPoolStats before = worker_pool_stats();
+  for (int job = 0; job < 40 && worker_pool_stats().benched == before.benched; ++job)
+    pool_parallel_for(20, &s, &slow_on_helpers, 2);
+  const WorkerPoolStats benched = worker_pool_stats();
+  EXPECT_GT(benched.benched, before.benched) << "helpers still offered every job";
+  EXPECT_GE(benched.lost - before.lost, 3) << "benched before three losses";
+  // Helpers as fast as the caller again: once the back-off has passed they are offered jobs
+  // again, and take items.
+  s.helper_us = 200, s.item_us = 200;
+  bool used = false;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!used && std::chrono::steady_clock::now() < give_up) {
+    s.on_helpers = 0;
+    pool_parallel_for(50, &s, &slow_on_helpers, 2);
+    used = s.on_helpers.load() > 0;
+    if (!used) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(used) << "the helpers were not tried again";
+  EXPECT_GT(worker_pool_stats().pooled, benched.pooled);
 }

@@ -141,6 +141,35 @@ def test_param_gradients_are_deterministic(small_graph):
             assert torch.equal(a, b)
 
 
+@ss.vertex_program
+def _neighbour_sum(v):
+    return ss.sum(e.src.h for e in v.in_edges())
+
+
+def test_kernel_pool_counts_the_jobs_it_offers_to_helpers():
+    """At 2 threads a kernel with many blocks is offered to the pool's helpers (or, if they have
+    lately lost, run on its caller alone: ``benched``); at 1 thread it never is."""
+    gen = torch.Generator().manual_seed(0)
+    ei = torch.randint(0, 20000, (2, 200000), generator=gen)
+    g = ss.Graph.from_edge_index(ei, num_nodes=20000)
+    h = torch.randn(20000, 16, generator=gen)
+    threads = torch.get_num_threads()
+    try:
+        counts = []
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            before = ss.kernel_pool_stats()
+            expected = torch.zeros(20000, 16).index_add_(0, ei[1], h[ei[0]])
+            torch.testing.assert_close(_neighbour_sum(g, backend="fused", h=h), expected)
+            after = ss.kernel_pool_stats()
+            counts.append({k: after[k] - before[k] for k in after})
+    finally:
+        torch.set_num_threads(threads)
+    assert counts[0] == {"pooled": 0, "lost": 0, "benched": 0}
+    assert counts[1]["pooled"] + counts[1]["benched"] >= 1
+    assert 0 <= counts[1]["lost"] <= counts[1]["pooled"]
+
+
 def test_wrong_inputs_are_clear_errors(small_graph):
     graph = small_graph.graph
     inputs = _gat_inputs(graph.num_nodes, 1, 2)
