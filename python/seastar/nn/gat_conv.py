@@ -1,6 +1,7 @@
 """GATConv: graph attention (Velickovic et al., ICLR 2018) as one vertex program."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 
 import logging
@@ -17,6 +18,7 @@ from ._inputs import normalise_call, resolve, split_features
 from ._linear import Linear
 from ._loops import loop_ids, loop_values, with_loops
 from ._precision import float32_inside
+from ._recompute import RecomputedProjection
 from ._utils import GraphCache, add_bias, dropout_mask, glorot, zeros
 from .gcn_conv import weighted_sum
 from .softmax import edge_softmax
@@ -110,8 +112,10 @@ class GATConv(nn.Module):
     channels per head, F_in input): fused backend ``N*F_in`` (x) + ``N*H*C`` (h) + ``2*N*H``
     (el, er) + ``N*H*C`` (output) + O(N*H) softmax statistics (max, sum) + the same again for
     gradients, plus ``E*H`` for the attention-dropout mask when training with ``dropout > 0`` (and
-    for edge scores with ``edge_dim``): O(N*H*(C + F_in/H) + E*H), no O(E*H*C) tensor. The
-    reference backend materialises the scores, the attention and the messages, O(E*H*C).
+    for edge scores with ``edge_dim``): O(N*H*(C + F_in/H) + E*H), no O(E*H*C) tensor. ``h`` is
+    not kept from forward to backward: backward computes ``x W`` again (one product per backward
+    pass; ``conv.recompute_projection = False`` keeps it instead). The reference backend
+    materialises the scores, the attention and the messages, O(E*H*C).
     """
 
     def __init__(self, in_channels: Union[int, tuple], out_channels: int, heads: int = 1, concat: bool = True,
@@ -156,6 +160,8 @@ class GATConv(nn.Module):
         self._graph_cache = GraphCache(8)
         self._warned_edge_attr = False
         self.aggregate_first: Optional[bool] = None  # None: by cost (see _aggregates_first)
+        # backward computes x W again rather than keeping it from forward (see _recompute.py)
+        self.recompute_projection = True
         for variant in itertools.product((False, True), repeat=3):  # built here: torch.compile cannot build them
             gat_program(self.negative_slope, *variant)
         self.reset_parameters()
@@ -186,6 +192,7 @@ class GATConv(nn.Module):
         if self.res is not None and x_dst is not None:
             res = self.res(x_dst)
         lin_s, lin_d = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
+        recompute = contextlib.nullcontext()
         first = not return_attention_weights and self._aggregates_first(edge_index, x_src, x_dst)
         if first:  # the per-vertex halves of the score from x: <x W_h, att_h> = <x, W_h^T att_h>
             if not pair and isinstance(edge_index, Graph) and edge_index.is_bipartite:
@@ -194,15 +201,19 @@ class GATConv(nn.Module):
             er = None if x_dst is None else self._score_half(x_dst, lin_d, self.att_dst)
             h_src = None
         else:
-            h_src = lin_s(x_src).view(-1, H, C)
+            h_flat = lin_s(x_src)
+            h_src = h_flat.view(-1, H, C)
             h_dst = None
             if x_dst is not None:
                 h_dst = h_src if not pair and self.lin is not None else lin_d(x_dst).view(-1, H, C)
-            if h_dst is h_src:  # both halves from one product: one [N, H*C] gradient, not two
-                el, er = self._score(h_src, torch.cat([self.att_src, self.att_dst])).split(self.heads, dim=1)
-            else:
-                el = self._score(h_src, self.att_src)  # [N_src, H, 1]
-                er = None if h_dst is None else self._score(h_dst, self.att_dst)
+            if self.recompute_projection and not return_attention_weights and not torch.compiler.is_compiling():
+                recompute = RecomputedProjection(lin_s, x_src, h_flat)
+            with recompute:
+                if h_dst is h_src:  # both halves from one product: one [N, H*C] gradient, not two
+                    el, er = self._score(h_src, torch.cat([self.att_src, self.att_dst])).split(self.heads, dim=1)
+                else:
+                    el = self._score(h_src, self.att_src)  # [N_src, H, 1]
+                    er = None if h_dst is None else self._score(h_dst, self.att_dst)
 
         s = resolve("GATConv", x_src, x_dst, edge_index, size)
         if self.add_self_loops:
@@ -228,7 +239,8 @@ class GATConv(nn.Module):
             agg = self._aggregate(s, x_src.unsqueeze(1), el, er, ea, mask)
             out = torch.einsum("nhf,hcf->nhc", agg, lin_s.weight.view(H, C, -1))
         else:
-            out = self._aggregate(s, h_src, el, er, ea, mask)
+            with recompute:
+                out = self._aggregate(s, h_src, el, er, ea, mask)
         if self.concat and res is None and self.bias is not None and out._base is None:
             out = add_bias(out, self.bias.view(H, C))  # before the reshape, which makes a view
             out = out.reshape(-1, H * C)

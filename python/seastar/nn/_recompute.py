@@ -1,0 +1,70 @@
+"""Backward nodes that would keep a projection ``h = lin(x)`` keep the recipe instead.
+
+A layer that projects its input and then runs a program over the projection (GATConv:
+``h = x W``, then the attention) has ``h`` saved twice for backward (by the program and by the
+product with the attention vectors), so an ``N x H*C`` tensor lives from forward to backward
+while ``x``, which ``lin``'s own backward keeps anyway, could give it again with one product.
+Inside ``RecomputedProjection(lin, x, h)``, a tensor saved for backward that is ``h`` or a view
+of it is packed as the recipe; the first backward node to need it computes ``lin(x)`` again,
+and the nodes after it share that tensor until the graph is freed. Trade-off: one GEMM of
+``x`` per backward pass for ``N*H*C`` floats less at the peak.
+
+Not used under ``torch.compile`` (which traces saved tensors itself) or without gradients.
+``x`` or ``lin``'s weight modified in place before backward is refused there, as autograd
+refuses a modified saved tensor.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+
+class RecomputedProjection:
+    """A context (``torch.autograd.graph.saved_tensors_hooks``) in which tensors saved for
+    backward that share ``h``'s storage are recomputed from ``lin(x)``."""
+
+    def __init__(self, lin: torch.nn.Module, x: torch.Tensor, h: torch.Tensor):
+        self.active = (torch.is_grad_enabled() and h.requires_grad and not torch.compiler.is_compiling()
+                       and h.layout == torch.strided and h._base is None and h.is_contiguous())
+        if self.active:
+            recipe = _Recipe(lin, x, h)  # referenced by the hooks only: freed with the saved tensors
+            self._hooks = torch.autograd.graph.saved_tensors_hooks(recipe.pack, recipe.unpack)
+
+    def __enter__(self) -> "RecomputedProjection":
+        if self.active:
+            self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.active:
+            self._hooks.__exit__(*exc)
+
+
+class _Recipe:
+    def __init__(self, lin: torch.nn.Module, x: torch.Tensor, h: torch.Tensor):
+        self._lin, self._x = lin, x
+        self._storage = h.untyped_storage().data_ptr()
+        self._versions = self._current_versions()
+        self._again: Optional[torch.Tensor] = None
+
+    def _current_versions(self):
+        return tuple(t._version for t in (self._x, *self._lin.parameters()))
+
+    def pack(self, t: torch.Tensor):
+        if t.layout != torch.strided or t.untyped_storage().data_ptr() != self._storage:
+            return t
+        return (t.size(), t.stride(), t.storage_offset())
+
+    def unpack(self, packed):
+        if isinstance(packed, torch.Tensor):
+            return packed
+        size, stride, offset = packed
+        if self._again is None:
+            if self._current_versions() != self._versions:
+                raise RuntimeError("one of the variables needed for gradient computation has been modified by an "
+                                   "inplace operation: the input or the weight of a projection seastar recomputes "
+                                   "in backward (see seastar/nn/_recompute.py)")
+            with torch.no_grad():
+                self._again = self._lin(self._x)
+        return self._again.as_strided(size, stride, offset)
