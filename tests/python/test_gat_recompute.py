@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import seastar as ss
+from seastar.nn import _recompute
 
 
 def _graph():
@@ -49,15 +50,17 @@ def test_gradients_match_the_path_that_keeps_the_projection(heads):
 
 
 @pytest.mark.parametrize("recompute", [False, True])
-def test_the_projection_is_freed_after_forward_only_when_recomputed(recompute):
+def test_the_projection_is_freed_after_forward_only_when_recomputed(recompute, monkeypatch):
     g, conv = _graph(), _conv(recompute)
-    projections = []
+    projections, again = [], []
     conv.lin.register_forward_hook(lambda m, i, out: projections.append(weakref.ref(out)))
+    linear = _recompute.linear
+    monkeypatch.setattr(_recompute, "linear", lambda *a: again.append(1) or linear(*a))
     out = conv(g, torch.randn(10, 5, dtype=torch.float64))
     assert len(projections) == 1
     assert (projections[0]() is None) == recompute
     out.sum().backward()
-    assert len(projections) == (2 if recompute else 1)  # backward projected again
+    assert len(again) == (1 if recompute else 0)  # once, shared by both backward nodes
     assert conv.lin.weight.grad is not None
 
 
@@ -88,3 +91,22 @@ def test_without_gradients_nothing_is_recomputed():
     with torch.no_grad():
         conv(g, torch.randn(10, 5, dtype=torch.float64))
     assert calls == [1]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_parameters_recompute_from_the_float32_copies(dtype):
+    """Half-precision layers compute in float32 on copies of their parameters that the module
+    holds only during forward; backward recomputes from those copies, not from the module."""
+    g = _graph()
+    x = torch.randn(10, 5, dtype=dtype, requires_grad=True)
+    results = []
+    for recompute in (False, True):
+        conv = _conv(recompute).to(dtype)
+        out = conv(g, x)
+        results.append((out, torch.autograd.grad(out.float().square().sum(), [x, conv.lin.weight, conv.att_dst])))
+    (out_kept, grads_kept), (out_again, grads_again) = results
+    assert out_again.dtype == dtype
+    torch.testing.assert_close(out_again, out_kept, rtol=0, atol=0)
+    for a, b in zip(grads_again, grads_kept):
+        assert a.dtype == dtype
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

@@ -19,6 +19,8 @@ from typing import Optional
 
 import torch
 
+from ._utils import linear
+
 
 class RecomputedProjection:
     """A context (``torch.autograd.graph.saved_tensors_hooks``) in which tensors saved for
@@ -43,13 +45,15 @@ class RecomputedProjection:
 
 class _Recipe:
     def __init__(self, lin: torch.nn.Module, x: torch.Tensor, h: torch.Tensor):
-        self._lin, self._x = lin, x
+        # the tensors lin computed h from, not lin itself: under float32_inside (functional_call)
+        # lin holds float32 copies of its parameters only while forward runs
+        self._x, self._weight, self._bias = x, lin.weight, lin.bias
         self._storage = h.untyped_storage().data_ptr()
         self._versions = self._current_versions()
         self._again: Optional[torch.Tensor] = None
 
     def _current_versions(self):
-        return tuple(t._version for t in (self._x, *self._lin.parameters()))
+        return tuple(t._version for t in (self._x, self._weight, self._bias) if t is not None)
 
     def pack(self, t: torch.Tensor):
         if t.layout != torch.strided or t.untyped_storage().data_ptr() != self._storage:
@@ -66,5 +70,5 @@ class _Recipe:
                                    "inplace operation: the input or the weight of a projection seastar recomputes "
                                    "in backward (see seastar/nn/_recompute.py)")
             with torch.no_grad():
-                self._again = self._lin(self._x)
+                self._again = linear(self._x, self._weight, self._bias)
         return self._again.as_strided(size, stride, offset)
