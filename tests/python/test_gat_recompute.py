@@ -110,3 +110,17 @@ def test_half_precision_parameters_recompute_from_the_float32_copies(dtype):
     for a, b in zip(grads_again, grads_kept):
         assert a.dtype == dtype
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_other_tensors_saved_alongside_are_still_version_checked():
+    """Under saved-tensor hooks autograd checks no versions; the hooks check those they keep."""
+    g, conv = _graph(), _conv(True)
+    x = torch.randn(10, 5, dtype=torch.float64, requires_grad=True)
+    conv.lin.weight.requires_grad_(False)
+    recompute = _recompute.RecomputedProjection(conv.lin, x, conv.lin(x))
+    other = torch.randn(10, 3, dtype=torch.float64, requires_grad=True) * 1.0
+    with recompute:
+        y = other * other  # saves `other` through the hooks
+    other.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()

@@ -11,11 +11,12 @@ and the nodes after it share that tensor until the graph is freed. Trade-off: on
 
 Not used under ``torch.compile`` (which traces saved tensors itself) or without gradients.
 ``x`` or ``lin``'s weight modified in place before backward is refused there, as autograd
-refuses a modified saved tensor.
+refuses a modified saved tensor; so is any other tensor saved inside the context, whose version
+autograd does not check once it passes through hooks.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 
@@ -57,18 +58,34 @@ class _Recipe:
 
     def pack(self, t: torch.Tensor):
         if t.layout != torch.strided or t.untyped_storage().data_ptr() != self._storage:
-            return t
-        return (t.size(), t.stride(), t.storage_offset())
+            # autograd checks no versions of tensors saved through hooks: check them here
+            return _Kept(t, t._version)
+        return _View(t.size(), t.stride(), t.storage_offset())
 
     def unpack(self, packed):
-        if isinstance(packed, torch.Tensor):
-            return packed
-        size, stride, offset = packed
+        if isinstance(packed, _Kept):
+            if packed.tensor._version != packed.version:
+                raise RuntimeError(_MODIFIED + f": a tensor of shape {tuple(packed.tensor.shape)} saved for "
+                                   f"backward is at version {packed.tensor._version}, expected {packed.version}")
+            return packed.tensor
         if self._again is None:
             if self._current_versions() != self._versions:
-                raise RuntimeError("one of the variables needed for gradient computation has been modified by an "
-                                   "inplace operation: the input or the weight of a projection seastar recomputes "
-                                   "in backward (see seastar/nn/_recompute.py)")
+                raise RuntimeError(_MODIFIED + ": the input or the weight of a projection seastar recomputes in "
+                                   "backward (see seastar/nn/_recompute.py)")
             with torch.no_grad():
                 self._again = linear(self._x, self._weight, self._bias)
-        return self._again.as_strided(size, stride, offset)
+        return self._again.as_strided(packed.size, packed.stride, packed.offset)
+
+
+_MODIFIED = "one of the variables needed for gradient computation has been modified by an inplace operation"
+
+
+class _Kept(NamedTuple):
+    tensor: torch.Tensor
+    version: int
+
+
+class _View(NamedTuple):
+    size: torch.Size
+    stride: Tuple[int, ...]
+    offset: int
