@@ -21,10 +21,10 @@ class WorkerPool {
   void run(int64_t n, void* ctx, void (*fn)(void*, int64_t), int threads) {
     const int helpers = static_cast<int>(std::min<int64_t>(threads, n)) - 1;
     std::unique_lock<std::mutex> job(submit_, std::try_to_lock);
-    const int64_t start = now_ns();
-    if (helpers <= 0 || !job.owns_lock() || start < inline_until_ns_) {
-      // one item, one thread, the pool is taken, or helpers have lately cost more than they gave
-      if (helpers > 0 && job.owns_lock()) ++stats_.benched;
+    const bool poolable = helpers > 0 && job.owns_lock();  // more than one item and thread, pool free
+    const int64_t start = poolable ? now_ns() : 0;
+    if (!poolable || start < inline_until_ns_) {  // or helpers have lately cost more than they gave
+      if (poolable) ++stats_.benched;
       for (int64_t i = 0; i < n; ++i) fn(ctx, i);
       return;
     }
@@ -76,17 +76,18 @@ class WorkerPool {
                       static_cast<double>(busy) * static_cast<double>(n - own);
     stats_.lost += lost;
     if (!lost) {
-      strikes_ = 0, backoff_ns_ = kFirstBackoffNs, probing_ = false;
+      strikes_ = 0, backoff_ns_ = kFirstBackoffNs;
       return;
     }
-    if (++strikes_ < kStrikes && !probing_) return;
+    // benched before and no win since: this job was a probe, and one loss sends kernels back
+    const bool probe = backoff_ns_ > kFirstBackoffNs;
+    if (++strikes_ < kStrikes && !probe) return;
     inline_until_ns_ = start + busy + waited + backoff_ns_;
     log::debug("kernel helpers were slower than the caller alone " + std::to_string(strikes_) +
                " time(s) in a row; kernels run on their caller for " +
                std::to_string(backoff_ns_ / 1000000) + " ms");
     backoff_ns_ = std::min(2 * backoff_ns_, kMaxBackoffNs);
     strikes_ = 0;
-    probing_ = true;  // the next pooled job is a probe: one loss sends it back inline
   }
 
   int64_t drain() {
@@ -116,7 +117,6 @@ class WorkerPool {
   std::mutex submit_;  // one job at a time; guards the judging state below
   int64_t inline_until_ns_ = 0, backoff_ns_ = kFirstBackoffNs;
   int strikes_ = 0;
-  bool probing_ = false;
   WorkerPoolStats stats_;
   std::mutex m_;
   std::condition_variable wake_, idle_;

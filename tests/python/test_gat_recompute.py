@@ -117,7 +117,7 @@ def test_other_tensors_saved_alongside_are_still_version_checked():
     g, conv = _graph(), _conv(True)
     x = torch.randn(10, 5, dtype=torch.float64, requires_grad=True)
     conv.lin.weight.requires_grad_(False)
-    recompute = _recompute.RecomputedProjection(conv.lin, x, conv.lin(x))
+    recompute = _recompute.recomputed_projection(conv.lin, x, conv.lin(x))
     other = torch.randn(10, 3, dtype=torch.float64, requires_grad=True) * 1.0
     with recompute:
         y = other * other  # saves `other` through the hooks

@@ -4,7 +4,7 @@ A layer that projects its input and then runs a program over the projection (GAT
 ``h = x W``, then the attention) has ``h`` saved twice for backward (by the program and by the
 product with the attention vectors), so an ``N x H*C`` tensor lives from forward to backward
 while ``x``, which ``lin``'s own backward keeps anyway, could give it again with one product.
-Inside ``RecomputedProjection(lin, x, h)``, a tensor saved for backward that is ``h`` or a view
+Inside ``recomputed_projection(lin, x, h)``, a tensor saved for backward that is ``h`` or a view
 of it is packed as the recipe; the first backward node to need it computes ``lin(x)`` again,
 and the nodes after it share that tensor until the graph is freed. Trade-off: one GEMM of
 ``x`` per backward pass for ``N*H*C`` floats less at the peak.
@@ -16,6 +16,7 @@ autograd does not check once it passes through hooks.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import NamedTuple, Optional, Tuple
 
 import torch
@@ -23,25 +24,15 @@ import torch
 from ._utils import linear
 
 
-class RecomputedProjection:
-    """A context (``torch.autograd.graph.saved_tensors_hooks``) in which tensors saved for
-    backward that share ``h``'s storage are recomputed from ``lin(x)``."""
-
-    def __init__(self, lin: torch.nn.Module, x: torch.Tensor, h: torch.Tensor):
-        self.active = (torch.is_grad_enabled() and h.requires_grad and not torch.compiler.is_compiling()
-                       and h.layout == torch.strided and h._base is None and h.is_contiguous())
-        if self.active:
-            recipe = _Recipe(lin, x, h)  # referenced by the hooks only: freed with the saved tensors
-            self._hooks = torch.autograd.graph.saved_tensors_hooks(recipe.pack, recipe.unpack)
-
-    def __enter__(self) -> "RecomputedProjection":
-        if self.active:
-            self._hooks.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.active:
-            self._hooks.__exit__(*exc)
+def recomputed_projection(lin: torch.nn.Module, x: torch.Tensor, h: torch.Tensor):
+    """A context (``torch.autograd.graph.saved_tensors_hooks``, which may be entered more than
+    once) in which tensors saved for backward that share ``h``'s storage are recomputed from
+    ``lin(x)``; a null context where that cannot act."""
+    if (torch.compiler.is_compiling() or not torch.is_grad_enabled() or not h.requires_grad
+            or h.layout != torch.strided or h._base is not None or not h.is_contiguous()):
+        return contextlib.nullcontext()
+    recipe = _Recipe(lin, x, h)  # referenced by the hooks only: freed with the saved tensors
+    return torch.autograd.graph.saved_tensors_hooks(recipe.pack, recipe.unpack)
 
 
 class _Recipe:

@@ -18,7 +18,7 @@ from ._inputs import normalise_call, resolve, split_features
 from ._linear import Linear
 from ._loops import loop_ids, loop_values, with_loops
 from ._precision import float32_inside
-from ._recompute import RecomputedProjection
+from ._recompute import recomputed_projection
 from ._utils import GraphCache, add_bias, dropout_mask, glorot, zeros
 from .gcn_conv import weighted_sum
 from .softmax import edge_softmax
@@ -192,7 +192,6 @@ class GATConv(nn.Module):
         if self.res is not None and x_dst is not None:
             res = self.res(x_dst)
         lin_s, lin_d = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
-        recompute = contextlib.nullcontext()
         first = not return_attention_weights and self._aggregates_first(edge_index, x_src, x_dst)
         if first:  # the per-vertex halves of the score from x: <x W_h, att_h> = <x, W_h^T att_h>
             if not pair and isinstance(edge_index, Graph) and edge_index.is_bipartite:
@@ -206,8 +205,8 @@ class GATConv(nn.Module):
             h_dst = None
             if x_dst is not None:
                 h_dst = h_src if not pair and self.lin is not None else lin_d(x_dst).view(-1, H, C)
-            if self.recompute_projection and not return_attention_weights and not torch.compiler.is_compiling():
-                recompute = RecomputedProjection(lin_s, x_src, h_flat)
+            recompute = (recomputed_projection(lin_s, x_src, h_flat)
+                         if self.recompute_projection and not return_attention_weights else contextlib.nullcontext())
             with recompute:
                 if h_dst is h_src:  # both halves from one product: one [N, H*C] gradient, not two
                     el, er = self._score(h_src, torch.cat([self.att_src, self.att_dst])).split(self.heads, dim=1)
