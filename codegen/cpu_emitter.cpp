@@ -18,25 +18,33 @@ class CpuEmitter : public EmitterBase {
   // A neighbour row is a random read the hardware prefetcher cannot predict, and a long edge
   // body keeps out-of-order execution from reaching the next edges' loads: request the rows of
   // an edge some places on in the edge array early. (Past the end of the centre's list that is
-  // the next centre's, as blocks run in id order.) The distance keeps about kPrefetchBytes of
-  // rows in flight, between 8 and 32 edges: a one-line row (F=16 floats) wants many edges
-  // ahead to cover the memory latency, wide rows fewer (measured on the 1M-vertex graph of
-  // benchmarks/run.py; 64 edges ahead was slower again than 32).
-  static constexpr int kPrefetchBytes = 2048, kPrefetchMin = 8, kPrefetchMax = 32;
-  std::string prefetch(const std::vector<std::pair<int, int64_t>>& rows) const override {
+  // the next centre's, as blocks run in id order.) An edge's own row, read through its original
+  // id, is as random unless the edges came sorted by destination (prefetched too, GCN's
+  // per-edge-weighted sum on that graph ran 1.45x faster at F=64). The distance keeps about
+  // kPrefetchBytes of rows in flight, between 8 and 128 edges: a neighbour sum on the 1M-vertex
+  // graph of benchmarks/run.py ran fastest from about 16 KiB ahead (128 one-line rows at F=16,
+  // 64 rows at F=64), as fast up to 32 KiB, and 1.3x (F=16) to 1.6x (F=64) slower at 2 KiB.
+  static constexpr int kPrefetchBytes = 16384, kPrefetchMin = 8, kPrefetchMax = 128;
+  std::string prefetch(const RandomRows& rows) const override {
     if (rows.empty()) return "";
     int64_t numel = 0;
-    for (const auto& r : rows) numel += r.second;
+    for (const auto& r : rows.nbr) numel += r.second;
+    for (const auto& r : rows.edge) numel += r.second;
     numel = std::max<int64_t>(numel, 1);
     std::ostringstream os;
     os << "        {\n"
        << "          constexpr int64_t ahead = std::min<int64_t>(" << kPrefetchMax << ", std::max<int64_t>("
        << kPrefetchMin << ", " << kPrefetchBytes << " / (" << numel << " * (int64_t)sizeof(T))));\n"
-       << "          if (j + ahead < E) {\n"
-       << "            const int64_t pn = nbr[j + ahead];\n";
-    for (const auto& [b, n] : rows)
-      os << "            for (int64_t q = 0; q < " << n << " * (int64_t)sizeof(T); q += 64) "
-         << "__builtin_prefetch((const char*)" << buffer_ptr(b, "pn") << " + q);\n";
+       << "          if (j + ahead < E) {\n";
+    if (!rows.nbr.empty()) os << "            const int64_t pn = nbr[j + ahead];\n";
+    if (!rows.edge.empty()) os << "            const int64_t pe = eid[j + ahead];\n";
+    auto lines = [&](const std::vector<std::pair<int, int64_t>>& rs, const char* row) {
+      for (const auto& [b, n] : rs)
+        os << "            for (int64_t q = 0; q < " << n << " * (int64_t)sizeof(T); q += 64) "
+           << "__builtin_prefetch((const char*)" << buffer_ptr(b, row) << " + q);\n";
+    };
+    lines(rows.nbr, "pn");
+    lines(rows.edge, "pe");
     os << "          }\n        }\n";
     return os.str();
   }

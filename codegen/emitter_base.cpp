@@ -176,7 +176,8 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
   if (hit != memo_.end()) return hit->second;
   auto rb = computing_.count(id) ? read_.end() : read_.find(id);
   if (rb != read_.end()) {
-    if (row == "n" && kind_ == Kernel::Kind::Traverse) nbr_rows_.push_back({rb->second, numel(v.shape)});
+    if (kind_ == Kernel::Kind::Traverse && (row == "n" || row == "e"))
+      (row == "n" ? random_rows_.nbr : random_rows_.edge).push_back({rb->second, numel(v.shape)});
     return memo_[key] = Operand{buffer_ptr(rb->second, row), Layout::Whole};
   }
 
@@ -263,7 +264,7 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
       it = (it->first.second == "e" || it->first.second == "n") ? memo_.erase(it) : std::next(it);
     pre_.str("");
     body_.str("");
-    nbr_rows_.clear();
+    random_rows_ = {};
     std::ostringstream init, update, fin;
     for (size_t i = 0; i < k.values.size(); ++i)
       if (k.pass[i] == pass) reduction(k.values[i], init, update, fin, t);
@@ -271,7 +272,7 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
     passes << "      // pass " << pass << "\n" << pre_.str() << init.str()
            << "      for (int64_t j = beg; j < end; ++j) {\n"
            << "        const int64_t n = nbr[j], e = eid[j];\n        (void)n;\n"
-           << prefetch(nbr_rows_) << indent(body_.str()) << update.str() << "      }\n" << fin.str();
+           << prefetch(random_rows_) << indent(body_.str()) << update.str() << "      }\n" << fin.str();
   }
   if (!k.epilogue.empty()) {
     // the vertex outputs of the centre, from the results just stored for it

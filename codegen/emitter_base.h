@@ -111,9 +111,16 @@ class EmitterBase {
   virtual void pass_barrier(std::ostringstream&) {}
   /// Called for every computed value and accumulator (lets the CUDA emitter size its mapping).
   virtual void note_width(const ir::Value&) {}
-  /// Statements at the top of a traversal's edge loop that prefetch the neighbour rows a later
-  /// edge reads (`rows`: buffer, elements per row, as read in this pass); "" for none (CUDA).
-  virtual std::string prefetch(const std::vector<std::pair<int, int64_t>>& /*rows*/) const { return ""; }
+  /// The rows a traversal's edge loop reads where the loop's own order does not predict them:
+  /// at the neighbour (`n`) and at the edge's original id (`e`, through the CSC slot's `eid`);
+  /// buffer and elements per row, as read in the current pass.
+  struct RandomRows {
+    std::vector<std::pair<int, int64_t>> nbr, edge;
+    bool empty() const { return nbr.empty() && edge.empty(); }
+  };
+  /// Statements at the top of a traversal's edge loop that prefetch the rows a later edge reads;
+  /// "" for none (CUDA).
+  virtual std::string prefetch(const RandomRows& /*rows*/) const { return ""; }
   /// Whether a traversal's epilogue reads Kernel::epilogue_only aggregations from their
   /// accumulators (in scope for the whole centre: C++) instead of from their buffers.
   virtual bool epilogue_reads_accumulators() const { return false; }
@@ -126,7 +133,7 @@ class EmitterBase {
   std::map<std::pair<int, std::string>, Operand> memo_;
   std::set<int> computing_;                 ///< values the current (precompute) kernel computes, not reads
   std::ostringstream pre_, body_;           ///< per-centre and per-edge code of the current pass
-  std::vector<std::pair<int, int64_t>> nbr_rows_;  ///< buffers read at the neighbour row in this pass
+  RandomRows random_rows_;  ///< buffers read at the neighbour's or the edge's row in this pass
   Kernel::Kind kind_ = Kernel::Kind::Traverse;
   std::set<int> unstored_;  ///< aggregations of the current traversal handed to its epilogue unstored
   ir::Group group_ = ir::Group::None;
