@@ -127,9 +127,9 @@ def targets(results):
     if bw:
         E = max(r["E"] for r in bw)
         for r in sorted((r for r in bw if r["E"] == E), key=lambda r: r["width"]):
-            out.append(dict(target="GCN aggregation bandwidth >= 50% of copy bandwidth",
-                            where=f"{r['graph_label']}, F={r['width']}", measured=r["ratio_executed"], goal=0.5,
-                            met=r["ratio_executed"] >= 0.5))
+            out.append(dict(target="GCN aggregation bandwidth >= 70% of copy bandwidth (issue 16)",
+                            where=f"{r['graph_label']}, F={r['width']}, {r.get('threads', 1)} thread(s)",
+                            measured=r["ratio_executed"], goal=0.7, met=r["ratio_executed"] >= 0.7))
     for r in results["latency"]:
         if r.get("phase") == "warm" and r.get("status") == "ok":
             out.append(dict(target="warm first call (forward + backward) < 100 ms",
@@ -235,30 +235,31 @@ def markdown(results) -> str:
                      f"{IMPL_LABEL[lp] if lp else '-'} | {_mb(r['leanest_peer_peak_mb'])} | "
                      f"{_x(r['memory_ratio_vs_leanest'])} |")
         L.append("")
-    L.append("## Training epoch (forward + backward + Adam step), ms\n")
-    L.append("| graph | E | layer | F | threads | " + " | ".join(IMPL_LABEL[i] for i in impls)
-             + " | fused vs unfused | fused vs PyG |")
-    L.append("| --- | ---: | --- | ---: | ---: | " + " | ".join("---:" for _ in impls) + " | ---: | ---: |")
-    for r in rows:
-        cells = " | ".join(_ms(r[f"{i}_epoch_ms"]) + (f" ±{_pct(r[f'{i}_epoch_spread'] / 2)}"
-                                                     if r[f"{i}_epoch_spread"] else "") for i in impls)
-        L.append(f"| {r['graph_label']} | {r['E']:,} | {LAYER_LABEL[r['layer']]} | {r['width']} | {r['threads']} | "
-                 f"{cells} | {_x(r['speedup_vs_unfused'])} | {_x(r['speedup_vs_pyg'])} |")
-    L.append("\n(± half the min-max spread over the rounds.)\n")
-    L.append("## Forward pass (eval, no_grad), ms\n")
-    L.append("| graph | layer | F | threads | " + " | ".join(IMPL_LABEL[i] for i in impls) + " |")
-    L.append("| --- | --- | ---: | ---: | " + " | ".join("---:" for _ in impls) + " |")
-    for r in rows:
-        L.append(f"| {r['graph_label']} | {LAYER_LABEL[r['layer']]} | {r['width']} | {r['threads']} | "
-                 + " | ".join(_ms(r[f"{i}_forward_ms"]) for i in impls) + " |")
-    L.append("\n## Peak memory of training, MB\n")
-    L.append("| graph | layer | F | threads | " + " | ".join(IMPL_LABEL[i] for i in impls) + " | unfused / fused | "
-             "PyG / fused |")
-    L.append("| --- | --- | ---: | ---: | " + " | ".join("---:" for _ in impls) + " | ---: | ---: |")
-    for r in rows:
-        L.append(f"| {r['graph_label']} | {LAYER_LABEL[r['layer']]} | {r['width']} | {r['threads']} | "
-                 + " | ".join(_mb(r[f"{i}_peak_mb"]) for i in impls)
-                 + f" | {_x(r['memory_ratio_vs_unfused'])} | {_x(r['memory_ratio_vs_pyg'])} |")
+    if rows:  # none in a --roofline-only run
+        L.append("## Training epoch (forward + backward + Adam step), ms\n")
+        L.append("| graph | E | layer | F | threads | " + " | ".join(IMPL_LABEL[i] for i in impls)
+                 + " | fused vs unfused | fused vs PyG |")
+        L.append("| --- | ---: | --- | ---: | ---: | " + " | ".join("---:" for _ in impls) + " | ---: | ---: |")
+        for r in rows:
+            cells = " | ".join(_ms(r[f"{i}_epoch_ms"]) + (f" ±{_pct(r[f'{i}_epoch_spread'] / 2)}"
+                                                         if r[f"{i}_epoch_spread"] else "") for i in impls)
+            L.append(f"| {r['graph_label']} | {r['E']:,} | {LAYER_LABEL[r['layer']]} | {r['width']} | {r['threads']} | "
+                     f"{cells} | {_x(r['speedup_vs_unfused'])} | {_x(r['speedup_vs_pyg'])} |")
+        L.append("\n(± half the min-max spread over the rounds.)\n")
+        L.append("## Forward pass (eval, no_grad), ms\n")
+        L.append("| graph | layer | F | threads | " + " | ".join(IMPL_LABEL[i] for i in impls) + " |")
+        L.append("| --- | --- | ---: | ---: | " + " | ".join("---:" for _ in impls) + " |")
+        for r in rows:
+            L.append(f"| {r['graph_label']} | {LAYER_LABEL[r['layer']]} | {r['width']} | {r['threads']} | "
+                     + " | ".join(_ms(r[f"{i}_forward_ms"]) for i in impls) + " |")
+        L.append("\n## Peak memory of training, MB\n")
+        L.append("| graph | layer | F | threads | " + " | ".join(IMPL_LABEL[i] for i in impls) + " | unfused / fused | "
+                 "PyG / fused |")
+        L.append("| --- | --- | ---: | ---: | " + " | ".join("---:" for _ in impls) + " | ---: | ---: |")
+        for r in rows:
+            L.append(f"| {r['graph_label']} | {LAYER_LABEL[r['layer']]} | {r['width']} | {r['threads']} | "
+                     + " | ".join(_mb(r[f"{i}_peak_mb"]) for i in impls)
+                     + f" | {_x(r['memory_ratio_vs_unfused'])} | {_x(r['memory_ratio_vs_pyg'])} |")
     notrun = [r for r in summarise(results["train"]) if r.get("status") != "ok"]
     if notrun:
         L.append("\n### Configurations not measured\n")
@@ -276,16 +277,16 @@ def markdown(results) -> str:
                  "the one-pass minimum. Copy "
                  "bandwidth: `torch.Tensor.copy_` of 256 MB, same threads, same process, read + write bytes. "
                  "Above 100% means the gathered rows are served from cache.\n")
-        L.append("| graph | program | impl | F | passes | time ms | moved GB/s | useful GB/s | copy GB/s | "
+        L.append("| graph | program | impl | F | threads | passes | time ms | moved GB/s | useful GB/s | copy GB/s | "
                  "moved / copy | useful / copy |")
-        L.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        L.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for r in roof:
             if r.get("status") != "ok":
                 continue
             moved = f"{r['gbps_executed']:.1f}" if r["impl"] == "fused" else "-"
             ratio = f"{100 * r['ratio_executed']:.0f}%" if r["impl"] == "fused" else "-"
             L.append(f"| {r['graph_label']} | {'GCN aggregation' if r['program'] == 'gcn_agg' else 'GAT'} | "
-                     f"{r['impl']} | {r['width']} | {r['passes'] if r['impl'] == 'fused' else '-'} | "
+                     f"{r['impl']} | {r['width']} | {r.get('threads', '-')} | {r['passes'] if r['impl'] == 'fused' else '-'} | "
                      f"{_ms(r['kernel_ms'])} | {moved} | {r['gbps_useful']:.1f} | "
                      f"{r['copy_gbps']:.1f} | {ratio} | {100 * r['ratio_useful']:.0f}% |")
     lat = results["latency"]
@@ -373,7 +374,7 @@ def plots(results, out):
                     label = f"{'GCN agg' if prog == 'gcn_agg' else 'GAT'} {impl} F={w}"
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label, ms=4)
         ax.axhline(100, color="k", lw=0.8)
-        ax.axhline(50, color="k", lw=0.6, ls="--")
+        ax.axhline(70, color="k", lw=0.6, ls="--")  # the bandwidth target of issue 16
         ax.set_xscale("log")
         ax.set_xlabel("edges E", fontsize=8)
         ax.set_ylabel("useful bytes / time, % of copy bandwidth", fontsize=8)

@@ -289,6 +289,9 @@ def parse_args(argv=None):
                     help="skip configurations estimated above this (default: 60%% of MemAvailable)")
     ap.add_argument("--latency-width", type=int, default=None, help="width of the first-call latency runs")
     ap.add_argument("--no-roofline", action="store_true")
+    ap.add_argument("--roofline-only", action="store_true",
+                    help="only the bandwidth runs of the aggregation programs (no latency, no training), "
+                         "at every --threads count")
     ap.add_argument("--roofline-unfused-max", type=float, default=2e6 * 64,
                     help="largest E*F for which the unfused program forward is timed in the roofline")
     ap.add_argument("--no-latency", action="store_true")
@@ -311,6 +314,10 @@ def parse_args(argv=None):
         args.latency_layers = args.latency_layers or "gcn"
         args.roofline_impls = "fused"
         args.impls = args.impls or CLASSIC_IMPLS
+    if args.roofline_only:
+        if args.no_roofline or args.peers:
+            raise SystemExit("--roofline-only runs the roofline alone: not with --no-roofline or --peers")
+        args.no_latency = True
     if args.peers:
         args.graphs = args.graphs or PEER_GRAPHS
         args.widths = args.widths or PEER_WIDTHS
@@ -401,12 +408,14 @@ def main(argv=None) -> int:
         # 2. training epochs and forward passes: every configuration once per round, the
         # implementations of a row in rotating order, so that a slow spell of the (shared)
         # machine falls on all of them rather than on one
-        train = run_training(args, graphs, order, layers, widths, impls, base, budget, dgl_env["python"])
+        train = [] if args.roofline_only else run_training(args, graphs, order, layers, widths, impls, base, budget,
+                                                           dgl_env["python"])
 
         # 3. roofline of the aggregation programs
         roofline = []
         if not args.no_roofline and args.device == "cpu":
-            roofline = run_roofline(args, graphs, order, widths, impls, budget)
+            for threads in (args.thread_counts if args.roofline_only else [args.threads]):
+                roofline += run_roofline(args, graphs, order, widths, impls, budget, threads)
 
         results = dict(
             meta=_meta(args, deps, budget_gb, skipped_graphs, t_start, widths, layers, names),
@@ -542,7 +551,7 @@ def _log_train(rec):
         log(f"{head} {rec['status']}: {rec.get('reason')}")
 
 
-def run_roofline(args, graphs, order, widths, impls, budget):
+def run_roofline(args, graphs, order, widths, impls, budget, threads):
     """One child per (graph, implementation): GCN aggregation and GAT program at every width."""
     rows = []
     candidates = [g for g in order if g in ("cora", "pl10k", "pl100k", "pl1m")] or order[:1]
@@ -561,7 +570,7 @@ def run_roofline(args, graphs, order, widths, impls, budget):
                                      reason="estimated memory or time too large for the unfused forward"))
             if not ws:
                 continue
-            cfg = dict(kind="roofline", impl=impl, threads=args.threads, device="cpu", widths=ws,
+            cfg = dict(kind="roofline", impl=impl, threads=threads, device="cpu", widths=ws,
                        programs=["gcn_agg", "gat"], repeats=max(3, args.repeats), **_graph_fields(graph))
             dump = tempfile.mkdtemp(prefix="seastar-dump-", dir=os.path.dirname(graph["edge_index_path"]))
             res = run_child(cfg, args.timeout, {"SEASTAR_DUMP_DIR": dump})
@@ -572,9 +581,9 @@ def run_roofline(args, graphs, order, widths, impls, budget):
                 continue
             for r in res["rows"]:
                 r.update(graph=gname, graph_label=graph["label"], impl=impl, status="ok", N=res["N"], E=res["E"],
-                         index_bytes=res["index_bytes"])
+                         index_bytes=res["index_bytes"], threads=threads)
                 rows.append(r)
-                log(f"[roofline] {graph['label']:>15} {r['program']:7s} F={r['width']:<3d} {impl:7s}: "
+                log(f"[roofline] {graph['label']:>15} {r['program']:7s} F={r['width']:<3d} {impl:7s} {threads}T: "
                     f"{r['kernel_ms']:8.2f} ms, {r['gbps_executed']:5.1f} GB/s moved "
                     f"({r['gbps_useful']:5.1f} useful) vs copy {r['copy_gbps']:5.1f} GB/s = "
                     f"{100 * r['ratio_executed']:.0f}%")
