@@ -53,6 +53,27 @@ def test_quick_benchmark_writes_results_with_ratios(tmp_path):
         assert (out / "scaling_F16.png").stat().st_size > 0
 
 
+def test_roofline_only_runs_the_bandwidth_at_every_thread_count_and_nothing_else(tmp_path):
+    out = tmp_path / "roofline"
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "run.py"), "--roofline-only", "--graphs", "cora",
+           "--widths", "16", "--impls", "fused", "--threads", "1,2", "--repeats", "2", "--no-install",
+           "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, f"run.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    results = json.loads((out / "results.json").read_text())
+    assert results["train"] == [] and results["latency"] == []
+    ok = [row for row in results["roofline"] if row.get("status") == "ok"]
+    assert {(row["program"], row["threads"]) for row in ok} == {(p, t) for p in ("gcn_agg", "gat") for t in (1, 2)}
+    assert all(row["kernel_ms"] > 0 and row["copy_gbps"] > 0 for row in ok)
+    md = (out / "results.md").read_text()
+    assert "Bandwidth of the aggregation programs" in md and "## Training epoch" not in md
+    assert ">= 70% of copy bandwidth" in md
+
+    bad = subprocess.run(cmd[:2] + ["--roofline-only", "--no-roofline", "--out", str(out)], capture_output=True,
+                         text=True, timeout=60, cwd=ROOT)
+    assert bad.returncode != 0 and "--roofline-only" in bad.stderr
+
+
 def test_typed_paths_benchmark_times_every_path_and_the_choice(tmp_path):
     out = tmp_path / "typed_paths.json"
     cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_typed_paths.py"), "--nodes", "50",
