@@ -19,11 +19,11 @@ class CpuEmitter : public EmitterBase {
   // body keeps out-of-order execution from reaching the next edges' loads: request the rows of
   // an edge some places on in the edge array early. (Past the end of the centre's list that is
   // the next centre's, as blocks run in id order.) An edge's own row, read through its original
-  // id, is as random unless the edges came sorted by destination (prefetched too, GCN's
-  // per-edge-weighted sum on that graph ran 1.45x faster at F=64). The distance keeps about
-  // kPrefetchBytes of rows in flight, between 8 and 128 edges: a neighbour sum on the 1M-vertex
-  // graph of benchmarks/run.py ran fastest from about 16 KiB ahead (128 one-line rows at F=16,
-  // 64 rows at F=64), as fast up to 32 KiB, and 1.3x (F=16) to 1.6x (F=64) slower at 2 KiB.
+  // id, is as random unless the edges came sorted by destination, so it is requested too. The
+  // distance keeps about kPrefetchBytes of rows in flight, between 8 and 128 edges: a neighbour
+  // sum on the 1M-vertex graph of benchmarks/run.py ran fastest from about 16 KiB ahead (128
+  // one-line rows at F=16, 64 rows at F=64), as fast up to 32 KiB, and markedly slower at the
+  // 2 KiB used before (README, Benchmarks: the figures).
   static constexpr int kPrefetchBytes = 16384, kPrefetchMin = 8, kPrefetchMax = 128;
   std::string prefetch(const RandomRows& rows) const override {
     if (rows.empty()) return "";
