@@ -7,8 +7,9 @@ epoch (two GCNConv layers, Adam) and the fused GCN propagation alone (forward + 
 
 For each number of busy processes (``--busy``: each a Python loop that spins on one core, started
 before and stopped after that block of measurements) the thread counts are interleaved over
-``--repeats`` rounds in one process; the JSON keeps every round and the report gives the median,
-the spread (min-max) and the speed-up of 2 threads over 1. ``seastar`` is imported before
+``--repeats`` rounds in one process, each count above 1 twice: with seastar's thread governor
+(python/seastar/_thread_governor.py) and without it; the JSON keeps every round and the report
+gives the median, the spread (min-max) and the speed-up of 2 threads over 1. ``seastar`` is imported before
 ``torch`` (so torch's OpenMP threads spin only briefly, see python/seastar/_openmp_wait.py) unless
 ``--torch-first``, which shows what a script that imports torch first gets.
 """
@@ -54,49 +55,65 @@ def measure(args) -> dict:
         out = symmetric_sum(g, h=h, d=d)
         out.backward(torch.ones_like(out))
 
+    def use(threads, governor):
+        ss.set_thread_governor(governor)
+        torch.set_num_threads(threads)
+
     runs = {"epoch": epoch, "propagation": propagation}
-    rows, pool_stats = [], {}
+    setups = [(t, g) for t in args.threads for g in ((True, False) if t > 1 else (True,))]
+    rows, pool_stats, governor_stats = [], {}, {}
     for busy in args.busy:
         spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(busy)]
         try:
-            for t in args.threads:  # warm-up: kernels compiled and loaded, pools started
-                torch.set_num_threads(t)
+            for setup in setups:  # warm-up: kernels compiled and loaded, pools started, load measured
+                use(*setup)
                 for f in runs.values():
                     f()
-            times = {(name, t): [] for name in runs for t in args.threads}
+            times = {(name, setup): [] for name in runs for setup in setups}
+            threads_used = {key: [] for key in times}
             for _ in range(args.repeats):
                 for name, f in runs.items():
-                    for t in args.threads:
-                        torch.set_num_threads(t)
+                    for setup in setups:
+                        use(*setup)
                         t0 = time.perf_counter()
                         f()
-                        times[(name, t)].append(time.perf_counter() - t0)
+                        times[(name, setup)].append(time.perf_counter() - t0)
+                        threads_used[(name, setup)].append(torch.get_num_threads())
         finally:
             for p in spinners:
                 p.kill()
                 p.wait()
-        for (name, t), ts in times.items():
-            rows.append({"busy": busy, "what": name, "threads": t, "seconds": ts})
+        for (name, (t, governor)), ts in times.items():
+            rows.append({"busy": busy, "what": name, "threads": t, "governor": governor, "seconds": ts,
+                         "threads_after": threads_used[(name, (t, governor))]})
         pool_stats[str(busy)] = ss.kernel_pool_stats()  # cumulative, after this block
+        governor_stats[str(busy)] = ss.thread_governor_stats()
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    return {"config": config, "load_after": os.getloadavg(), "rows": rows, "kernel_pool_stats": pool_stats}
+    return {"config": config, "load_after": os.getloadavg(), "rows": rows, "kernel_pool_stats": pool_stats,
+            "thread_governor_stats": governor_stats}
 
 
 def report(result: dict) -> str:
-    lines = ["| busy processes | measured | 1 thread (median, min-max) | 2 threads | speed-up 2 vs 1 |",
-             "| ---: | --- | ---: | ---: | ---: |"]
-    by = {(r["busy"], r["what"], r["threads"]): r["seconds"] for r in result["rows"]}
+    lines = ["| busy processes | measured | 1 thread (median, min-max) | 2 threads | speed-up 2 vs 1 "
+             "| 2 threads, governor off | speed-up 2 vs 1, governor off |",
+             "| ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    by = {(r["busy"], r["what"], r["threads"], r.get("governor", True)): r["seconds"] for r in result["rows"]}
+    fmt = lambda ts: f"{statistics.median(ts) * 1e3:.0f} ms ({min(ts) * 1e3:.0f}-{max(ts) * 1e3:.0f})" if ts else "-"
+    ratio = lambda a, b: f"{statistics.median(a) / statistics.median(b):.2f}x" if a and b else "-"
     for busy in result["config"]["busy"]:
         for what in ("epoch", "propagation"):
-            one, two = by.get((busy, what, 1)), by.get((busy, what, 2))
+            one, two, off = (by.get((busy, what, t, g)) for t, g in ((1, True), (2, True), (2, False)))
             if not one or not two:
                 continue
-            fmt = lambda ts: f"{statistics.median(ts) * 1e3:.0f} ms ({min(ts) * 1e3:.0f}-{max(ts) * 1e3:.0f})"
-            lines.append(f"| {busy} | {what} | {fmt(one)} | {fmt(two)} | "
-                         f"{statistics.median(one) / statistics.median(two):.2f}x |")
+            lines.append(f"| {busy} | {what} | {fmt(one)} | {fmt(two)} | {ratio(one, two)} | {fmt(off)} | "
+                         f"{ratio(one, off)} |")
     for busy, st in result.get("kernel_pool_stats", {}).items():
         lines.append(f"\nkernel pool after the block with {busy} busy: {st['pooled']} jobs offered to helpers, "
                      f"{st['lost']} of them lost, {st['benched']} run on the caller alone (cumulative)")
+    for busy, st in result.get("thread_governor_stats", {}).items():
+        lines.append(f"\nthread governor after the block with {busy} busy: other processes' load "
+                     f"{st['other_cores']:.2f} cores, {st['samples']} samples, torch's count lowered "
+                     f"{st['lowered']} times, restored {st['restored']} (cumulative)")
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@
 #include "core/util/log.h"
 #include "kernels/cuda_emulator.h"
 #include "kernels/kernel_variant.h"
+#include "kernels/torch_threads.h"
 #include "kernels/worker_pool.h"
 #ifdef SEASTAR_WITH_CUDA
 #include "kernels/cuda_runtime.h"
@@ -240,7 +241,7 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
   const kernels::CompiledKernel kernel = cpu_kernel(side, direction, dtype, dg.index_dtype);
   int64_t sizes[launch::kNumSizes];
   sizes[launch::kNumDst] = N, sizes[launch::kNumEdges] = E, sizes[launch::kNumSrc] = NS;
-  kernels::set_kernel_threads(at::get_num_threads());  // torch.set_num_threads applies to the kernels too
+  kernels::set_kernel_threads(kernels::launch_threads());  // torch.set_num_threads (and the governor) apply to the kernels too
   kernel.entry(sizes, graph_arrays, buffers.data());
   return outputs;
 }

@@ -29,6 +29,9 @@ from ._cpu_allocator import cpu_allocator_stats, install as _install_cpu_allocat
 
 _install_cpu_allocator()  # see _cpu_allocator.py
 from ._worker_pool import kernel_pool_stats
+from ._thread_governor import set_thread_governor, thread_governor_stats
+
+thread_governor_stats()  # ValueError now, not at the first launch, for a bad SEASTAR_THREAD_GOVERNOR
 from .fused import FallbackWarning
 from .graph import Graph
 from . import ops

@@ -20,7 +20,7 @@ import time
 import torch
 
 import seastar
-from seastar import _C, _cpu_allocator, _openmp_wait, _version
+from seastar import _C, _cpu_allocator, _openmp_wait, _thread_governor, _version
 
 
 def _compiler() -> tuple:
@@ -104,6 +104,7 @@ def main(argv=None) -> int:
         ("threads", f"{torch.get_num_threads()} (torch.get_num_threads(), shared with the kernels' worker pool; "
                     f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})"),
         ("OpenMP wait", f"{_openmp_wait.describe()} (torch's threads after each op)"),
+        ("thread governor", _thread_governor.describe()),
         ("CPU allocator", _cpu_allocator.describe()),
         ("log level", f"{_C.get_log_level()} (SEASTAR_LOG_LEVEL)"),
     ]

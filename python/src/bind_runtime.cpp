@@ -5,6 +5,8 @@
 #include "kernels/autograd.h"
 #include "kernels/compiler.h"
 #include "kernels/cpu_allocator.h"
+#include "kernels/thread_governor.h"
+#include "kernels/torch_threads.h"
 #include "kernels/worker_pool.h"
 #include "python/src/bindings.h"
 
@@ -115,6 +117,22 @@ void bind_runtime(py::module_& m) {
     d["benched"] = s.benched;
     return d;
   }, "The CPU kernels' worker pool counters (kernels/worker_pool.h).");
+  m.def("thread_governor_stats", [] {
+    const kernels::ThreadGovernorStats s = kernels::thread_governor_stats();
+    py::dict d;
+    d["enabled"] = s.enabled;
+    d["available"] = s.available;
+    d["requested"] = s.requested;
+    d["threads"] = s.threads;
+    d["other_cores"] = s.other_cores;
+    d["samples"] = s.samples;
+    d["lowered"] = s.lowered;
+    d["restored"] = s.restored;
+    return d;
+  }, "The thread governor's state and counters (kernels/thread_governor.h); ValueError for a bad "
+     "SEASTAR_THREAD_GOVERNOR.");
+  m.def("set_thread_governor", &kernels::set_thread_governor, py::arg("enabled"),
+        "Switches the thread governor on or off (off: torch gets the user's thread count back).");
   m.def("release_idle_cpu_blocks", &kernels::release_idle_cpu_blocks, py::call_guard<py::gil_scoped_release>(),
         "Gives the caching CPU allocator's idle blocks back to the system.");
 }

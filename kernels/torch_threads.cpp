@@ -1,0 +1,24 @@
+/** \file torch's thread count for a CPU launch; see torch_threads.h. */
+#include "kernels/torch_threads.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+
+#include "kernels/thread_governor.h"
+
+namespace seastar::kernels {
+
+int launch_threads() {
+  const int current = at::get_num_threads();
+  const int want = govern_threads(current, !at::globalContext().deterministicAlgorithms());
+  if (want != current) at::set_num_threads(want);
+  return want;
+}
+
+void set_thread_governor(bool enabled) {
+  const int current = at::get_num_threads();
+  const int want = set_thread_governor_enabled(enabled, current);
+  if (want != current) at::set_num_threads(want);
+}
+
+}  // namespace seastar::kernels
