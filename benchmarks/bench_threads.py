@@ -1,17 +1,19 @@
 #!/usr/bin/env python
-"""1 vs 2 threads, on an idle machine and with competing CPU-bound processes: a GCN training
-epoch (two GCNConv layers, Adam) and the fused GCN propagation alone (forward + backward).
+"""1 vs 2 threads, on an idle machine and with competing CPU-bound processes: a training epoch
+(the peer suite's model for ``--layer``: the layer, ReLU, a Linear head, cross-entropy over every
+vertex, Adam) and the fused GCN propagation alone (forward + backward).
 
     .venv/bin/python benchmarks/bench_threads.py --num-nodes 100000 --avg-degree 20 --width 64 \\
-        --busy 0,1 --out benchmarks/results/threads.json
+        --layer gcn --busy 0,1 --out benchmarks/results/threads.json
 
 For each number of busy processes (``--busy``: each a Python loop that spins on one core, started
 before and stopped after that block of measurements) the thread counts are interleaved over
 ``--repeats`` rounds in one process, each count above 1 twice: with seastar's thread governor
 (python/seastar/_thread_governor.py) and without it; the JSON keeps every round and the report
-gives the median, the spread (min-max) and the speed-up of 2 threads over 1. ``seastar`` is imported before
-``torch`` (so torch's OpenMP threads spin only briefly, see python/seastar/_openmp_wait.py) unless
-``--torch-first``, which shows what a script that imports torch first gets.
+gives the median, the spread (min-max) and the speed-up of 2 threads over 1. ``seastar`` is
+imported before ``torch`` (so torch's OpenMP threads spin only briefly, see
+python/seastar/_openmp_wait.py) unless ``--torch-first``, which shows what a script that imports
+torch first gets.
 """
 from __future__ import annotations
 
@@ -37,18 +39,18 @@ def measure(args) -> dict:
     import torch
     import torch.nn.functional as F
     from seastar.nn.gcn_conv import symmetric_sum
+    from _child import NUM_CLASSES, build_model
 
-    data = ss.datasets.synthetic_node_classification(args.num_nodes, args.avg_degree, 8, args.width, seed=0)
+    data = ss.datasets.synthetic_node_classification(args.num_nodes, args.avg_degree, NUM_CLASSES, args.width, seed=0)
     g, x, y = data.graph, data.x, data.y
-    model = torch.nn.ModuleList([ss.nn.GCNConv(args.width, args.width), ss.nn.GCNConv(args.width, data.num_classes)])
+    model = build_model(args.layer, "fused", args.width)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     h = torch.randn(g.num_nodes, args.width, requires_grad=True)
     d = torch.rand(g.num_nodes, 1)
 
     def epoch():
-        opt.zero_grad()
-        out = model[1](g, F.relu(model[0](g, x)))
-        F.cross_entropy(out[data.train_mask], y[data.train_mask]).backward()
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(g, x), y).backward()
         opt.step()
 
     def propagation():
@@ -122,6 +124,7 @@ def main() -> None:
     ap.add_argument("--num-nodes", type=int, default=100_000)
     ap.add_argument("--avg-degree", type=float, default=20)
     ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--layer", choices=("gcn", "gat", "sage", "gin", "appnp"), default="gcn")
     ap.add_argument("--busy", type=lambda s: [int(v) for v in s.split(",")], default=[0, 1])
     ap.add_argument("--threads", type=lambda s: [int(v) for v in s.split(",")], default=[1, 2])
     ap.add_argument("--repeats", type=int, default=7)

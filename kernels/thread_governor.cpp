@@ -185,14 +185,18 @@ bool on_main_thread() { return static_cast<pid_t>(syscall(SYS_gettid)) == getpid
 
 }  // namespace
 
-int govern_threads(int current, bool allowed) {
+LaunchThreads govern_threads(int current, bool allowed) {
   ProcessGovernor& p = process_governor();
-  if (!on_main_thread()) return current;
+  if (!on_main_thread()) return {current, current};
   std::lock_guard<std::mutex> lock(p.m);
-  if (!p.enabled || !p.available) return current;
-  if (!allowed) return p.governor.release(current);
+  if (!p.enabled || !p.available) return {current, current};
+  if (!allowed) {
+    const int user = p.governor.release(current);
+    return {user, user};
+  }
   const double wall = seconds(CLOCK_MONOTONIC);
-  return p.governor.advise(current, p.governor.sample_due(wall) ? p.read(wall) : std::nullopt);
+  const int torch_threads = p.governor.advise(current, p.governor.sample_due(wall) ? p.read(wall) : std::nullopt);
+  return {torch_threads, p.governor.requested()};
 }
 
 int set_thread_governor_enabled(bool enabled, int current) {

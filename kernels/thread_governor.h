@@ -1,5 +1,5 @@
 /** \file
- * How many threads torch's CPU ops (and the kernels) get while other processes take cores.
+ * How many threads torch's CPU ops get while other processes take cores.
  *
  * torch's CPU ops split their work statically among torch.get_num_threads() threads. When another
  * CPU-bound process shares a core with one of them, every op waits for that thread's share, and
@@ -8,10 +8,10 @@
  * at most every kSampleSeconds, the governor measures how many cores other processes kept busy
  * since its last sample: the busy time of the CPUs this process may run on (/proc/stat) less this
  * process's own CPU time. While that is half a core or more, torch's count is lowered to the cores
- * left (at least 1); when the other processes leave, the user's count comes back. A change needs
- * two samples in a row that agree, so one noisy interval does not flip it. The user's count is
- * torch's count whenever that differs from what the governor set last (torch.set_num_threads
- * between launches). Off with SEASTAR_THREAD_GOVERNOR=0 or seastar.set_thread_governor(False);
+ * left (at least 1; the kernels keep the user's count); when the other processes leave, the
+ * user's count comes back. A change needs two samples in a row that agree, so one noisy interval
+ * does not flip it. The user's count is torch's count whenever that differs from what the
+ * governor set last (torch.set_num_threads between launches). Off with SEASTAR_THREAD_GOVERNOR=0 or seastar.set_thread_governor(False);
  * the launcher leaves it off while torch's deterministic algorithms are on. This half has no
  * torch: the launcher (torch_threads.h) asks it and applies the answer.
  */
@@ -64,6 +64,8 @@ class ThreadGovernor {
   int advise(int current, const std::optional<LoadReading>& reading);
   /// What advise would return now, without a reading or the bookkeeping of a change.
   int target() const { return requested_ > 0 ? governed_threads(requested_, cpus_, other_cores_) : 0; }
+  /// The user's count (0 before the first advise, or after release).
+  int requested() const { return requested_; }
   /// Forgets a change of its own: `current` becomes the user's count (the governor switched off).
   int release(int current);
   ThreadGovernorStats stats() const;
@@ -81,11 +83,19 @@ class ThreadGovernor {
   int64_t samples_ = 0, lowered_ = 0, restored_ = 0;
 };
 
+/// The thread counts for a launch: torch's ops (static split) get the governed count, the
+/// kernels the user's (their pool hands items out dynamically, and a helper sharing a core with
+/// another process still takes some).
+struct LaunchThreads {
+  int torch;
+  int kernels;
+};
+
 /// The process's governor, for torch's count `current` on the calling thread: takes a reading
 /// when a sample is due. Only the process's main thread is governed (torch.set_num_threads acts
 /// on the thread that calls it); other threads, and a governor switched off, get `current` back.
 /// Not `allowed` (torch's deterministic algorithms on): the user's count, and no sampling.
-int govern_threads(int current, bool allowed);
+LaunchThreads govern_threads(int current, bool allowed);
 /// Switches the process's governor on or off; returns the count torch should have now (off: the
 /// user's count if the governor had lowered it, else `current`).
 int set_thread_governor_enabled(bool enabled, int current);

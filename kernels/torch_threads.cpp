@@ -10,9 +10,9 @@ namespace seastar::kernels {
 
 int launch_threads() {
   const int current = at::get_num_threads();
-  const int want = govern_threads(current, !at::globalContext().deterministicAlgorithms());
-  if (want != current) at::set_num_threads(want);
-  return want;
+  const LaunchThreads want = govern_threads(current, !at::globalContext().deterministicAlgorithms());
+  if (want.torch != current) at::set_num_threads(want.torch);
+  return want.kernels;
 }
 
 void set_thread_governor(bool enabled) {

@@ -4,7 +4,7 @@
 namespace seastar::kernels {
 
 /// Asks the governor, applies its answer to torch (at::set_num_threads) and returns the count
-/// the kernels run on. The governor sits out while torch's deterministic algorithms are on: the
+/// the kernels run on (the user's). The governor sits out while torch's deterministic algorithms are on: the
 /// same program should not change its thread count, and so its float rounding, with the load.
 int launch_threads();
 

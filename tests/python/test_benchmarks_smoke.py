@@ -105,3 +105,20 @@ def test_breakdown_splits_the_epoch_into_dense_ops_and_the_rest(tmp_path):
     assert row["top_dense_ms"] and all(k.startswith("aten::") for k in row["top_dense_ms"]), row
     (entry,) = res["summary"]["table"]
     assert entry["best_peer"] is None and entry["lead"] is None
+
+
+def test_threads_benchmark_compares_the_governor_on_and_off(tmp_path):
+    out = tmp_path / "threads.json"
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_threads.py"), "--num-nodes", "2000",
+           "--avg-degree", "5", "--width", "16", "--layer", "sage", "--busy", "0", "--repeats", "2",
+           "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, f"bench_threads.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    result = json.loads(out.read_text())
+    setups = {(row["what"], row["threads"], row["governor"]) for row in result["rows"]}
+    assert setups == {(w, t, g) for w in ("epoch", "propagation") for t, g in ((1, True), (2, True), (2, False))}
+    for row in result["rows"]:
+        assert len(row["seconds"]) == 2 and min(row["seconds"]) > 0
+        assert row["threads_after"] == [1, 1] if row["threads"] == 1 else len(row["threads_after"]) == 2
+    assert set(result["thread_governor_stats"]["0"]) >= {"other_cores", "lowered", "restored"}
+    assert "governor off" in r.stdout and "thread governor after the block" in r.stdout
