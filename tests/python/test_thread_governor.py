@@ -4,7 +4,7 @@ One spinning process per usable CPU: within a few launches torch's thread count 
 kernels' results unchanged), switching the governor off gives the user's count back at once, the
 standing measurement lowers it again at the next launch, torch's deterministic mode gives the
 count back and stops the sampling, and once the processes are gone the user's count returns
-(unless the governor measures other load on the machine, which it must then report). The
+(unless other load on the machine, measured here independently, explains why not). The
 decisions themselves are tested with synthetic readings in tests/cpp/test_thread_governor.cpp.
 The rest of the suite runs with the governor off (conftest.py), so no other test depends on the
 machine's load.
@@ -99,11 +99,31 @@ def test_lowered_while_other_processes_take_the_cores(governed, graph_factory):
 
     _launch_until(lambda: torch.get_num_threads() == cpus, run)
     st = ss.thread_governor_stats()
-    if torch.get_num_threads() != cpus:  # something else keeps this machine busy: it must say so
-        assert st["other_cores"] >= 0.5, st
+    if torch.get_num_threads() != cpus:  # only acceptable if something else keeps this machine busy
+        assert _other_load_now() >= 0.4, f"the count stays lowered on an idle machine: {st}"
     else:
         assert st["restored"] > before["restored"], st
     torch.testing.assert_close(run(), want, rtol=1e-12, atol=1e-12)
+
+
+def _other_load_now(seconds: float = 1.0) -> float:
+    """Cores kept busy by other processes over the next `seconds`, measured independently of the
+    governor: busy jiffies of this process's CPUs in /proc/stat, less this process's CPU time."""
+    cpus = os.sched_getaffinity(0)
+
+    def busy() -> float:
+        total = 0
+        with open("/proc/stat") as f:
+            for line in f:
+                name, *fields = line.split()
+                if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+                    v = [int(x) for x in fields[:8]]
+                    total += v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+        return total / os.sysconf("SC_CLK_TCK")
+
+    b0, c0, t0 = busy(), time.process_time(), time.monotonic()
+    time.sleep(seconds)
+    return (busy() - b0 - (time.process_time() - c0)) / (time.monotonic() - t0)
 
 
 def test_environment_switch():
