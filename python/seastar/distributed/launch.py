@@ -65,12 +65,25 @@ def init_from_env(backend: Optional[str] = None, timeout_s: float = DEFAULT_TIME
     return rank, world
 
 
+# gloo's worker threads let go of a finished collective, and of the tensors it holds, just after
+# its caller has stopped waiting for it, and letting go of a tensor Python can see takes the GIL.
+# A process whose interpreter is already shutting down by then aborts in that thread ("terminate
+# called without an active exception"), so a process leaving its group hands them the GIL first.
+_SETTLE_S = 0.05
+
+
+def _leave() -> None:
+    time.sleep(_SETTLE_S)  # the GIL is released while sleeping
+    dist.destroy_process_group()
+
+
 def shutdown() -> None:
     """Leaves the process group once every rank has arrived here. Without the barrier a rank that
-    finishes first tears its gloo pairs down while another still uses them, and that rank can
-    abort at exit ("terminate called without an active exception")."""
+    finishes first tears its gloo pairs down while another still uses them; without the pause
+    after it, gloo's worker thread may release the barrier's tensors while the interpreter exits.
+    Either way the process aborts at exit ("terminate called without an active exception")."""
     dist.barrier()
-    dist.destroy_process_group()
+    _leave()
 
 
 def _entry(fn, rank, world, port, backend, timeout_s, args):
@@ -79,7 +92,7 @@ def _entry(fn, rank, world, port, backend, timeout_s, args):
     try:
         fn(rank, world, *args)
     finally:
-        dist.destroy_process_group()
+        _leave()
 
 
 def spawn(fn: Callable, world_size: int, args: Sequence = (), timeout_s: float = 300.0,
