@@ -11,6 +11,8 @@ read lower than what was set while the machine is busy. The user's count is what
 ``torch.set_num_threads`` set last (setting the very count the governor chose is taken as its
 own). Only the main thread is governed, and nothing changes while
 ``torch.use_deterministic_algorithms(True)`` is on (results should not depend on the load).
+torch.compile guards on torch's thread count, so a compiled model is compiled once more for the
+governed count.
 ``SEASTAR_THREAD_GOVERNOR=0`` or ``set_thread_governor(False)`` switches it off. See
 ``kernels/thread_governor.h``.
 """

@@ -2,7 +2,8 @@
 
 One spinning process per usable CPU: within a few launches torch's thread count is lowered (the
 kernels' results unchanged), switching the governor off gives the user's count back at once, the
-standing measurement lowers it again at the next launch, torch's deterministic mode gives the
+standing measurement lowers it again at the next launch, a torch.compile'd function is compiled
+for each count it runs at (and gives the same results), torch's deterministic mode gives the
 count back and stops the sampling, and once the processes are gone the user's count returns
 (unless other load on the machine, measured here independently, explains why not). The
 decisions themselves are tested with synthetic readings in tests/cpp/test_thread_governor.cpp.
@@ -81,6 +82,24 @@ def test_lowered_while_other_processes_take_the_cores(governed, graph_factory):
         ss.set_thread_governor(True)
         run()
         assert torch.get_num_threads() < cpus  # the load measured still stands: lowered at the next launch
+
+        # torch.compile guards on torch's thread count (its C++ kernels keep the count they were
+        # generated with): a compiled function is compiled again for the count the governor
+        # gives, and its results do not change
+        seen = []
+
+        def backend(gm, example_inputs):
+            seen.append(torch.get_num_threads())
+            return gm.forward
+
+        torch._dynamo.reset()
+        compiled = torch.compile(run, backend=backend)
+        torch.testing.assert_close(compiled(), want, rtol=1e-12, atol=1e-12)
+        ss.set_thread_governor(False)
+        torch.testing.assert_close(compiled(), want, rtol=1e-12, atol=1e-12)
+        ss.set_thread_governor(True)
+        torch.testing.assert_close(compiled(), want, rtol=1e-12, atol=1e-12)
+        assert sorted(set(seen)) == sorted({torch.get_num_threads(), cpus}), seen
 
         torch.use_deterministic_algorithms(True)
         run()
