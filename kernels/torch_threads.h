@@ -4,8 +4,9 @@
 namespace seastar::kernels {
 
 /// Asks the governor, applies its answer to torch (at::set_num_threads) and returns the count
-/// the kernels run on (the user's). The governor sits out while torch's deterministic algorithms are on: the
-/// same program should not change its thread count, and so its float rounding, with the load.
+/// the kernels run on (the user's). The governor sits out while torch's deterministic algorithms
+/// are on: the same program should not change its thread count, and so its float rounding, with
+/// the load.
 int launch_threads();
 
 /// Switches the governor on or off; off gives torch back the user's count if it had lowered it.

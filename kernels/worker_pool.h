@@ -15,9 +15,10 @@
  * than the caller's own pace says it alone would have, kernels run on their caller alone for a
  * back-off (10 ms, doubling up to 1 s while the job that ends it still loses), and two threads stay
  * about as fast as one where the second core is not to be had. Helpers sleep on a condition
- * variable between jobs (no spinning). The thread count is torch's (`torch.set_num_threads`, passed in by the launcher); a kernel launched while
- * another thread's kernel holds the pool runs on its caller alone. After fork() the child starts
- * with a fresh pool (the parent's helpers do not exist there).
+ * variable between jobs (no spinning). The thread count is the user's torch.set_num_threads
+ * (passed in by the launcher, after the thread governor, which lowers only torch's own count); a
+ * kernel launched while another thread's kernel holds the pool runs on its caller alone. After
+ * fork() the child starts with a fresh pool (the parent's helpers do not exist there).
  */
 #pragma once
 

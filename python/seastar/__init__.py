@@ -32,6 +32,7 @@ from ._worker_pool import kernel_pool_stats
 from ._thread_governor import set_thread_governor, thread_governor_stats
 
 thread_governor_stats()  # ValueError now, not at the first launch, for a bad SEASTAR_THREAD_GOVERNOR
+
 from .fused import FallbackWarning
 from .graph import Graph
 from . import ops

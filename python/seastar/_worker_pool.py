@@ -1,7 +1,8 @@
 """The threads seastar's CPU kernels run on (``kernels/worker_pool.h``).
 
 Each kernel's blocks are claimed from a shared counter by the calling thread and by helper
-threads (``torch.get_num_threads()`` in all). A helper descheduled in the middle of a block makes
+threads (the count ``torch.set_num_threads`` set, in all; the thread governor of
+``_thread_governor.py`` lowers torch's own count on a busy machine, not this one). A helper descheduled in the middle of a block makes
 the caller wait for it, so the pool judges every job it offers to helpers: after three in a row
 that took longer than the caller alone would have (another process on the second core, or torch's
 OpenMP threads spinning there after an op), kernels run on their caller alone for a while
