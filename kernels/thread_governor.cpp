@@ -89,12 +89,16 @@ int ThreadGovernor::advise(int current, const std::optional<LoadReading>& readin
   if (reading) measure(*reading);
   const int want = target();
   if (want != current) {
+    // the first change says why torch.get_num_threads() moved (info); later ones only at debug
+    const log::Level level = lowered_ + restored_ == 0 ? log::Level::info : log::Level::debug;
     (want < current ? lowered_ : restored_) += 1;
-    if (log::enabled(log::Level::debug)) {
-      char m[160];
-      std::snprintf(m, sizeof m, "thread governor: %d -> %d threads (other processes keep %.2f of %d cores busy)",
+    if (log::enabled(level)) {
+      char m[200];
+      std::snprintf(m, sizeof m,
+                    "thread governor: torch's threads %d -> %d (other processes keep %.2f of %d cores busy; "
+                    "SEASTAR_THREAD_GOVERNOR=0 keeps the count)",
                     current, want, other_cores_, cpus_);
-      log::debug(m);
+      log::write(level, m);
     }
     applied_ = want;
   }
