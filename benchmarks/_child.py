@@ -15,8 +15,10 @@ Three kinds of child:
 * ``latency``: first-call latency of a fused layer (tracing, lowering, compiling or loading the
   kernels, running) in a process whose ``SEASTAR_CACHE_DIR`` the parent chose: a fresh folder
   (cold) or the one a previous process filled (warm).
-* ``roofline``: the GCN aggregation program and the GAT program alone (forward, no autograd),
-  with bytes moved per call, against the copy bandwidth measured in the same process.
+* ``roofline``: the GCN aggregation program (on the graph as given, and with its edges in
+  destination order: ``seastar.reorder_graph(g, edges="dst")``) and the GAT program alone
+  (forward, no autograd), with bytes moved per call, against the copy bandwidth measured in the
+  same process.
 * ``breakdown``: the ``train`` epoch under ``torch.profiler``, its time split into torch's dense
   ops (GEMMs, activations, the loss, the optimiser) and the rest (the graph kernels, and the
   Python between ops); see ``DENSE_EXCLUDED``.
@@ -466,25 +468,29 @@ def run_roofline(cfg) -> dict:
     backend = "fused" if cfg["impl"] == "fused" else "reference"
     copy0 = copy_bandwidth(threads)
     rows = []
+    graphs = {"gcn_agg": g, "gat": g}
+    if "gcn_agg_dst" in cfg["programs"]:  # the edges in destination order: per-edge reads stream
+        graphs["gcn_agg_dst"] = ss.reorder_graph(g, edges="dst").graph
     for F in cfg["widths"]:
         for program in cfg["programs"]:
-            if program == "gcn_agg":
+            if program in ("gcn_agg", "gcn_agg_dst"):
                 prog = weighted_sum
                 tensors = dict(h=torch.randn(N, F), w=torch.rand(E, 1))
             else:
                 prog = gat_program(0.2, False)
                 tensors = dict(h=torch.randn(N, GAT_HEADS, F // GAT_HEADS), el=torch.randn(N, GAT_HEADS, 1),
                                er=torch.randn(N, GAT_HEADS, 1))
+            graph = graphs[program]
             with torch.no_grad():
-                prog(g, backend=backend, **tensors)  # trace, load kernels
+                prog(graph, backend=backend, **tensors)  # trace, load kernels
                 ts = []
                 for _ in range(cfg["repeats"]):
                     t0 = time.perf_counter()
-                    prog(g, backend=backend, **tensors)
+                    prog(graph, backend=backend, **tensors)
                     ts.append(time.perf_counter() - t0)
             t = statistics.median(ts)
-            passes = count_passes("gcn_weighted_sum" if program == "gcn_agg" else "gat")
-            useful, executed = roofline_bytes(program, N, E, F, I=I, passes=passes)
+            passes = count_passes("gat" if program == "gat" else "gcn_weighted_sum")
+            useful, executed = roofline_bytes("gat" if program == "gat" else "gcn_agg", N, E, F, I=I, passes=passes)
             rows.append(dict(program=program, width=F, passes=passes, kernel_ms=1e3 * t, bytes_useful=useful,
                              bytes_executed=executed, gbps_useful=useful / t / 1e9,
                              gbps_executed=executed / t / 1e9))

@@ -552,7 +552,8 @@ def _log_train(rec):
 
 
 def run_roofline(args, graphs, order, widths, impls, budget, threads):
-    """One child per (graph, implementation): GCN aggregation and GAT program at every width."""
+    """One child per (graph, implementation): GCN aggregation (edges as given, and in destination
+    order) and GAT program at every width."""
     rows = []
     candidates = [g for g in order if g in ("cora", "pl10k", "pl100k", "pl1m")] or order[:1]
     for gname in candidates:
@@ -571,7 +572,7 @@ def run_roofline(args, graphs, order, widths, impls, budget, threads):
             if not ws:
                 continue
             cfg = dict(kind="roofline", impl=impl, threads=threads, device="cpu", widths=ws,
-                       programs=["gcn_agg", "gat"], repeats=max(3, args.repeats), **_graph_fields(graph))
+                       programs=["gcn_agg", "gcn_agg_dst", "gat"], repeats=max(3, args.repeats), **_graph_fields(graph))
             dump = tempfile.mkdtemp(prefix="seastar-dump-", dir=os.path.dirname(graph["edge_index_path"]))
             res = run_child(cfg, args.timeout, {"SEASTAR_DUMP_DIR": dump})
             if res["status"] != "ok":

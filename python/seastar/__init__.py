@@ -38,6 +38,7 @@ from .graph import Graph
 from . import ops
 from .ops import *  # noqa: F401,F403 - sum, mean, max, min, softmax, dot and every public op of core/ir/ops.def
 from .program import VertexProgram, vertex_program
+from .reorder import Reordered, reorder_graph
 from . import torch_ops  # registers the ops and opaque types torch.compile and export need
 from . import datasets, distributed, loader, nn, progress, reference
 

@@ -219,6 +219,12 @@ class Graph(OpaqueBase):
         """A new graph with one self loop per vertex appended (edge ids E .. E+N-1)."""
         return Graph(self._g.add_self_loops(loop_type))
 
+    def reorder(self, nodes=None, edges="dst"):
+        """``seastar.reorder_graph(self, nodes, edges)``: this graph renumbered for locality, with
+        the original ids to map tensors in and results back (``seastar/reorder.py``)."""
+        from .reorder import reorder_graph
+        return reorder_graph(self, nodes, edges)
+
     def remove_self_loops(self):
         """A new graph without self loops, and the ids of the kept edges (to index edge features)."""
         g, kept = self._g.remove_self_loops()

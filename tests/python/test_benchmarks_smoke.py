@@ -63,7 +63,8 @@ def test_roofline_only_runs_the_bandwidth_at_every_thread_count_and_nothing_else
     results = json.loads((out / "results.json").read_text())
     assert results["train"] == [] and results["latency"] == []
     ok = [row for row in results["roofline"] if row.get("status") == "ok"]
-    assert {(row["program"], row["threads"]) for row in ok} == {(p, t) for p in ("gcn_agg", "gat") for t in (1, 2)}
+    assert {(row["program"], row["threads"]) for row in ok} == {(p, t) for p in ("gcn_agg", "gcn_agg_dst", "gat")
+                                                                for t in (1, 2)}
     assert all(row["kernel_ms"] > 0 and row["copy_gbps"] > 0 for row in ok)
     md = (out / "results.md").read_text()
     assert "Bandwidth of the aggregation programs" in md and "## Training epoch" not in md
