@@ -1,14 +1,12 @@
 /** \file The thread governor; see thread_governor.h. */
 #include "kernels/thread_governor.h"
 
-#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +18,7 @@
 
 #include "core/util/errors.h"
 #include "core/util/log.h"
+#include "kernels/per_process.h"
 
 namespace seastar::kernels {
 
@@ -165,25 +164,9 @@ struct ProcessGovernor {
   }
 };
 
-std::atomic<ProcessGovernor*> g_governor{nullptr};
-std::once_flag g_atfork;
-
-ProcessGovernor& process_governor() {
-  std::call_once(g_atfork, [] {
-    // a forked child has its own load and CPU clock, and the parent's lock may be held there
-    pthread_atfork(nullptr, nullptr, [] { g_governor.store(nullptr); });
-  });
-  ProcessGovernor* p = g_governor.load();
-  if (!p) {
-    auto* fresh = new ProcessGovernor();  // throws for a bad SEASTAR_THREAD_GOVERNOR
-    if (g_governor.compare_exchange_strong(p, fresh)) {
-      p = fresh;
-    } else {
-      delete fresh;
-    }
-  }
-  return *p;
-}
+// a forked child has its own load and CPU clock, and the parent's lock may be held there;
+// the constructor throws for a bad SEASTAR_THREAD_GOVERNOR
+ProcessGovernor& process_governor() { return per_process<ProcessGovernor>(); }
 
 bool on_main_thread() { return static_cast<pid_t>(syscall(SYS_gettid)) == getpid(); }
 

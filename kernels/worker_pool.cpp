@@ -1,7 +1,6 @@
 /** \file The kernels' worker pool; see worker_pool.h. */
 #include "kernels/worker_pool.h"
 
-#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +11,7 @@
 #include <thread>
 
 #include "core/util/log.h"
+#include "kernels/per_process.h"
 
 namespace seastar::kernels {
 namespace {
@@ -129,26 +129,8 @@ class WorkerPool {
   std::atomic<int64_t> next_{0};
 };
 
-std::atomic<WorkerPool*> g_pool{nullptr};
-std::once_flag g_atfork;
-
-WorkerPool& pool() {
-  std::call_once(g_atfork, [] {
-    // the child of a fork has none of the parent's helpers, and the parent's locks may be held
-    // there: it starts over (the old pool is leaked, as its threads are not there to join)
-    pthread_atfork(nullptr, nullptr, [] { g_pool.store(nullptr); });
-  });
-  WorkerPool* p = g_pool.load();
-  if (!p) {
-    WorkerPool* fresh = new WorkerPool();
-    if (g_pool.compare_exchange_strong(p, fresh)) {
-      p = fresh;
-    } else {
-      delete fresh;
-    }
-  }
-  return *p;
-}
+// the child of a fork has none of the parent's helpers, and the parent's locks may be held there
+WorkerPool& pool() { return per_process<WorkerPool>(); }
 
 std::atomic<int> g_threads{1};
 

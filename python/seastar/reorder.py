@@ -57,12 +57,17 @@ class Reordered(NamedTuple):
     def original_vertices(self, y: torch.Tensor) -> torch.Tensor:
         """A per-vertex result of the new graph with its rows in the original vertex order."""
         _check_rows(y, self.graph.num_nodes, "original_vertices")
-        return y if self.node_ids is None else y.index_select(0, _inverse(self.node_ids).to(y.device))
+        return y if self.node_ids is None else _scatter_rows(y, self.node_ids)
 
     def original_edges(self, t: torch.Tensor) -> torch.Tensor:
         """A per-edge result of the new graph with its rows in the original edge order."""
         _check_rows(t, self.graph.num_edges, "original_edges")
-        return t.index_select(0, _inverse(self.edge_ids).to(t.device))
+        return _scatter_rows(t, self.edge_ids)
+
+
+def _scatter_rows(t: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Row ``i`` of ``t`` to row ``ids[i]``: back to the original order (differentiable in ``t``)."""
+    return torch.empty_like(t).index_copy(0, ids.to(t.device), t)
 
 
 def _check_rows(t, n: int, what: str) -> None:
