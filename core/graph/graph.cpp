@@ -317,4 +317,32 @@ void GraphData::self_loop_ids(int64_t num_loops, std::vector<int64_t>& kept, std
   split_self_loops(src(), dst(), num_loops, num_src_, num_dst_, kept, loops, loop_vertex);
 }
 
+std::shared_ptr<const GraphData> GraphData::in_edge_order() const {
+  if (sources_global_)
+    SEASTAR_THROW(ValueError, "in_edge_order: this block reads its sources through global vertex ids; renumber "
+                  "the edges of the block with local ids (Graph.local_block in Python)");
+  std::shared_ptr<GraphData> g(new GraphData());
+  g->num_src_ = num_src_;
+  g->num_dst_ = num_dst_;
+  g->bipartite_ = bipartite_;
+  g->types_.node_type = types_.node_type;
+  g->types_.num_node_types = types_.num_node_types;
+  g->types_.num_edge_types = types_.num_edge_types;
+  g->uid_ = next_uid++;
+  const size_t E = static_cast<size_t>(num_edges());
+  if (has_edge_types()) {
+    g->types_.edge_type.resize(E);
+    in_.eid.visit([&](const auto* eid) {
+      for (size_t j = 0; j < E; ++j) g->types_.edge_type[j] = types_.edge_type[static_cast<size_t>(eid[j])];
+    });
+  }
+  std::vector<int64_t> slots(E);
+  std::iota(slots.begin(), slots.end(), int64_t(0));
+  g->in_.ptr = in_.ptr;
+  g->in_.nbr = in_.nbr;
+  g->in_.eid = IndexArray(std::move(slots), fits_int32());
+  g->in_.degree_order = in_.degree_order;
+  return g;
+}
+
 }  // namespace seastar

@@ -117,6 +117,12 @@ class GraphData {
   /// `loop_vertex` their vertices.
   void self_loop_ids(int64_t num_loops, std::vector<int64_t>& kept, std::vector<int64_t>& loops,
                      std::vector<int64_t>& loop_vertex) const;
+  /// The same graph with its edges renumbered in in-edge order: the edge in slot j of the
+  /// in-edge index gets id j (edge types move with their edges). A destination-parallel kernel
+  /// then reads per-edge tensors as a stream instead of through the edge-id map. O(E): the
+  /// in-edge index is copied, not sorted again; the original id of new edge j is in().eid[j].
+  /// Throws ValueError for a graph read through global source ids.
+  std::shared_ptr<const GraphData> in_edge_order() const;
 
  private:
   GraphData() = default;

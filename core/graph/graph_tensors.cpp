@@ -206,6 +206,8 @@ std::pair<Graph, torch::Tensor> Graph::remove_self_loops() const {
 
 Graph Graph::replace_self_loops(int64_t num_loops) const { return Graph(data().replace_self_loops(num_loops)); }
 
+Graph Graph::in_edge_order() const { return Graph(data().in_edge_order()); }
+
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> Graph::self_loop_ids(int64_t num_loops) const {
   std::vector<int64_t> kept, loops, loop_vertex;
   data().self_loop_ids(num_loops, kept, loops, loop_vertex);

@@ -88,6 +88,8 @@ class Graph {
   Graph replace_self_loops(int64_t num_loops) const;
   /// GraphData::self_loop_ids: (kept, loops, loop_vertex) as int64 tensors.
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> self_loop_ids(int64_t num_loops) const;
+  /// GraphData::in_edge_order: edge j of the result is slot j of this graph's in-edge index.
+  Graph in_edge_order() const;
 
  private:
   struct Cache {

@@ -117,6 +117,10 @@ def reorder_graph(graph: Graph, nodes: Union[None, str, torch.Tensor] = None,
     if edges is not None and edges not in EDGE_ORDERS:
         raise ValueError(f"reorder_graph: edges={edges!r}; expected one of {EDGE_ORDERS} or None")
     node_ids = _node_order(graph, nodes)
+    if node_ids is None and edges == "dst":
+        # destination order is the in-edge index's own slot order: no sort, no rebuild of it
+        edge_ids = graph._g.tensors("cpu", coo=False, out=False)["in_eid"].to(torch.int64, copy=True)
+        return Reordered(Graph(graph._g.in_edge_order()), None, edge_ids)
     ei = graph.edge_index.long()
     if node_ids is not None:
         ei = _inverse(node_ids)[ei]

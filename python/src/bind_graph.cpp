@@ -40,6 +40,13 @@ void bind_graph(py::module_& m) {
       .def("self_loop_ids", &Graph::self_loop_ids, py::arg("num_loops"),
            "(kept, loops, loop_vertex): the ids of the edges that are not self loops, of the self loops at "
            "vertices below num_loops, and those loops' vertices.")
+      .def(
+          "in_edge_order",
+          [](const Graph& g) {
+            py::gil_scoped_release nogil;
+            return g.in_edge_order();
+          },
+          "The graph with edge j = slot j of this graph's in-edge index (whose in_eid holds the original ids).")
       .def_property_readonly("sources_global", [](const Graph& g) { return g.data().sources_global(); })
       .def(
           "with_global_sources",

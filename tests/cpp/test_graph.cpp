@@ -721,3 +721,74 @@ TEST(Graph, UidIsUniquePerGraph) {
   EXPECT_NE(bare->uid(), a->uid());
   EXPECT_NE(loops->uid(), bare->uid());
 }
+
+/// The vector of an IndexArray, for comparisons.
+Ids ids_of(const IndexArray& a) { return a.to_vector(); }
+
+TEST(GraphInEdgeOrder, EdgeIdsFollowTheInEdgeIndexAndEqualABuildFromThePermutedList) {
+  for (const Size& size : kSizes) {
+    for (uint32_t seed : kSeeds) {
+      for (int64_t num_types : {0, 3}) {
+        SCOPED_TRACE("nodes " + std::to_string(size.nodes) + " edges " + std::to_string(size.edges) + " seed " +
+                     std::to_string(seed) + " types " + std::to_string(num_types));
+        const Coo c = random_graph(seed, size.nodes, size.edges);
+        GraphTypes types;
+        if (num_types) {
+          types.edge_type = random_types(seed + 1, c.src.size(), num_types);
+          types.node_type = random_types(seed + 2, static_cast<size_t>(c.num_nodes), 2);
+          types.num_edge_types = num_types;
+          types.num_node_types = 2;
+        }
+        auto g = GraphData::from_coo(c.src, c.dst, c.num_nodes, types);
+        auto h = g->in_edge_order();
+        const Ids perm = ids_of(g->in().eid);  // original id of each slot = of each new edge
+        Ids s, d, t;
+        for (int64_t e : perm) {
+          s.push_back(c.src[e]);
+          d.push_back(c.dst[e]);
+          if (num_types) t.push_back(types.edge_type[e]);
+        }
+        Ids slots(perm.size());
+        std::iota(slots.begin(), slots.end(), int64_t(0));
+        EXPECT_EQ(ids_of(h->in().eid), slots);
+        EXPECT_EQ(h->src(), s);
+        EXPECT_EQ(h->dst(), d);
+        EXPECT_EQ(h->types().edge_type, t);
+        EXPECT_EQ(h->types().node_type, types.node_type);
+        EXPECT_EQ(h->types().num_edge_types, g->types().num_edge_types);
+        EXPECT_NE(h->uid(), g->uid());
+        expect_indices_valid(*h);
+        // the same graph as one built from the permuted edge list, both indices
+        GraphTypes pt = types;
+        pt.edge_type = t;
+        auto ref = GraphData::from_coo(s, d, c.num_nodes, pt);
+        EXPECT_EQ(h->in().ptr, ref->in().ptr);
+        EXPECT_EQ(ids_of(h->in().nbr), ids_of(ref->in().nbr));
+        EXPECT_EQ(ids_of(h->in().eid), ids_of(ref->in().eid));
+        EXPECT_EQ(h->in().degree_order, ref->in().degree_order);
+        EXPECT_EQ(h->out().ptr, ref->out().ptr);
+        EXPECT_EQ(ids_of(h->out().nbr), ids_of(ref->out().nbr));
+        EXPECT_EQ(ids_of(h->out().eid), ids_of(ref->out().eid));
+        EXPECT_EQ(h->fits_int32(), g->fits_int32());
+      }
+    }
+  }
+}
+
+TEST(GraphInEdgeOrder, BipartiteBlocksAndGlobalSources) {
+  auto b = GraphData::from_coo_bipartite({2, 0, 1, 2}, {1, 1, 0, 1}, 3, 2);
+  auto h = b->in_edge_order();
+  EXPECT_TRUE(h->is_bipartite());
+  EXPECT_EQ(h->num_src(), 3);
+  EXPECT_EQ(h->num_dst(), 2);
+  EXPECT_EQ(h->src(), (Ids{1, 2, 0, 2}));  // destination 0's edge, then destination 1's in id order
+  EXPECT_EQ(h->dst(), (Ids{0, 1, 1, 1}));
+  auto ref = GraphData::from_coo_bipartite({1, 2, 0, 2}, {0, 1, 1, 1}, 3, 2);
+  EXPECT_EQ(h->in().ptr, ref->in().ptr);
+  EXPECT_EQ(ids_of(h->in().eid), ids_of(ref->in().eid));
+  EXPECT_EQ(h->out().ptr, ref->out().ptr);
+  EXPECT_EQ(ids_of(h->out().nbr), ids_of(ref->out().nbr));
+  EXPECT_EQ(ids_of(h->out().eid), ids_of(ref->out().eid));
+  auto global = b->with_global_sources({4, 0, 2}, 5);
+  expect_value_error([&] { global->in_edge_order(); }, {"in_edge_order", "global"});
+}

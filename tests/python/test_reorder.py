@@ -115,6 +115,29 @@ def test_orders_are_what_they_say(graph_factory):
     assert torch.equal(hubs.original_vertices(hubs.vertices(x)), x)
 
 
+def _check_destination_order(g):
+    """``edges="dst"`` alone takes the in-edge index's slots instead of sorting: the same as a
+    stable sort by (destination, edge type), and ``edge_ids`` is the caller's own tensor."""
+    ei = g.edge_index.long()
+    key = ei[1] * g.num_edge_types + g.edge_type.long() if g.has_edge_types else ei[1]
+    want = torch.argsort(key, stable=True)
+    r = g.reorder(edges="dst")
+    assert torch.equal(r.edge_ids, want)
+    assert torch.equal(r.graph.edge_index, ei[:, want])
+    if g.has_edge_types:
+        assert torch.equal(r.graph.edge_type.long(), g.edge_type.long()[want])
+    r.edge_ids.fill_(0)  # not the graph's own in-edge ids
+    assert torch.equal(g.tensors()["in_eid"].long(), want)
+
+
+def test_destination_order_is_a_stable_sort_by_destination(tricky_graph):
+    _check_destination_order(tricky_graph.graph)
+
+
+def test_destination_order_is_a_stable_sort_by_destination_then_type(typed_graph):
+    _check_destination_order(typed_graph.graph)
+
+
 def test_bipartite_edges_only(graph_factory):
     ei = torch.tensor([[0, 3, 1, 2, 3, 0], [1, 0, 1, 0, 2, 2]])
     g = ss.Graph.from_edge_index(ei, num_nodes=(4, 3))

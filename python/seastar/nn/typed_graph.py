@@ -85,13 +85,8 @@ def csc_ordered(cache: GraphCache, graph: Graph, num_relations: int, layer: str 
 def _csc_ordered(graph: Graph, num_relations: int, layer: str) -> Graph:
     if not graph.has_edge_types:
         return graph
-    t = edge_types(graph, num_relations, layer)
-    ei = graph.edge_index.long()
-    perm = torch.argsort(ei[1] * num_relations + t, stable=True)
-    nt = graph.node_type if graph.has_node_types else None
-    return Graph.from_edge_index(ei[:, perm], num_nodes=graph.num_nodes, edge_type=t[perm],
-                                 num_edge_types=graph.num_edge_types, node_type=nt,
-                                 num_node_types=graph.num_node_types if nt is not None else None)
+    edge_types(graph, num_relations, layer)  # validates the types against the relations
+    return Graph(graph._g.in_edge_order())  # the in-edge index is by destination, then type
 
 
 def relation_norm(cache: GraphCache, graph: Graph, num_relations: int, device, dtype,
