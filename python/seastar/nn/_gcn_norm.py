@@ -33,6 +33,7 @@ from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 
+from ..graph import Graph
 from ._loops import loop_ids, loop_values, with_loops
 from ._structure import Structure, is_sparse_tensor_like
 from ._utils import GraphCache, graph_uid, per_graph
@@ -135,15 +136,36 @@ def loops_per_vertex(graph, num_dst: int) -> torch.Tensor:
     return torch.bincount(centre[nbr == centre], minlength=num_dst)
 
 
-def cached_normalisation(layer, edge_index, make):
+def in_destination_order(s: Structure, w: torch.Tensor) -> Tuple[Structure, torch.Tensor]:
+    """``s`` with edge ``j`` = slot ``j`` of its in-edge index, and the weights ``w`` [E, ...] in
+    that order. The propagation's kernels walk each destination's in-edges and read a weight per
+    edge: through the edge-id map that read is a cache miss per edge on a large graph, in this
+    order a stream. Same vertices, and each vertex adds its in-edges in the same order, so the
+    sums are the same."""
+    eid = s.graph._g.tensors("cpu", coo=False, out=False)["in_eid"]
+    return (Structure(Graph(s.graph._g.in_edge_order()), s.num_src, s.num_dst, None, None, s.layout),
+            w.index_select(0, eid.to(w.device)))
+
+
+def cached_normalisation(layer, edge_index, make, reorder_edges: bool = True):
     """PyG's ``cached=True`` (GCNConv, APPNP): once computed, the normalised graph is kept on
     the layer, one for an ``edge_index`` and one for a sparse adjacency, and reused whatever the
-    next call passes; ``make()`` computes it. Without ``cached`` nothing is kept."""
+    next call passes; ``make(cache)`` computes it, with ``cache`` the layer's GraphCache, or a
+    fresh one when the result is kept anyway (so that what it derives on the way, e.g. the graph
+    with self loops and its edge ids, is not kept twice). Without ``cached`` nothing is kept.
+
+    Kept per-edge weights (when the graph has edge weights, constant ones) are kept with the
+    graph in destination order (``in_destination_order``), unless ``reorder_edges`` is False
+    (a layer that draws per-edge random masks in the caller's edge order)."""
     attr = "_cached_adj_t" if is_sparse_tensor_like(edge_index) else "_cached_edge_index"
     hit = getattr(layer, attr)
     if hit is not None:
         return hit
-    result = make()
-    if layer.cached:
-        setattr(layer, attr, result)
-    return result
+    if not layer.cached:
+        return make(layer._graph_cache)
+    s, w = make(GraphCache(4))
+    if (reorder_edges and isinstance(w, torch.Tensor) and not w.requires_grad and not s.graph.sources_global
+            and not torch.compiler.is_compiling()):
+        s, w = in_destination_order(s, w)
+    setattr(layer, attr, (s, w))
+    return s, w

@@ -50,8 +50,9 @@ class APPNP(nn.Module):
     r"""APPNP propagation: ``h^0 = x``, ``h^{k+1} = (1 - alpha) * A_hat h^k + alpha * x`` for K
     steps, ``A_hat = D^-1/2 (A + I) D^-1/2`` as in :class:`GCNConv` (PyG's self-loop rules,
     optional edge weights, cached per graph uid; ``cached=True`` reuses the first call's
-    normalised graph for every later call, as in PyG; ``normalize=False`` propagates with the
-    raw weights, 1 without ``edge_weight``).
+    normalised graph for every later call, as in PyG, with constant edge weights in destination
+    order unless ``dropout > 0``, as GCNConv; ``normalize=False`` propagates with the raw
+    weights, 1 without ``edge_weight``).
 
     No parameters: a predictor MLP goes before it. Each step is one call of a vertex program that
     computes the propagation and the teleport term together. ``dropout`` (in [0, 1]) is
@@ -138,10 +139,11 @@ class APPNP(nn.Module):
             w = edge_weights(s, edge_weight, "APPNP")
             w = x.new_ones(s.num_edges) if w is None else w.to(x.dtype)
             return s, w.unsqueeze(-1)
-        def make():
+        def make(cache):
             s = resolve("APPNP", x, x, edge_index, flow=self.flow)
-            return gcn_norm(self._graph_cache, s, edge_weight, self.add_self_loops, False, x.dtype, x.device, "APPNP")
-        return cached_normalisation(self, edge_index, make)
+            return gcn_norm(cache, s, edge_weight, self.add_self_loops, False, x.dtype, x.device, "APPNP")
+        # edge dropout draws its masks in the caller's edge order (as PyG, for the same draws)
+        return cached_normalisation(self, edge_index, make, reorder_edges=self.dropout == 0.0)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(K={self.K}, alpha={self.alpha})"

@@ -84,7 +84,9 @@ class GCNConv(nn.Module):
     edge weights the propagated graph and its weights are computed once per graph and cached on
     the layer (keyed by the graph's uid); ``cached=True`` goes further, as in PyG: the first
     call's normalised graph is reused for every later call, whatever graph is passed, until
-    ``reset_parameters()``. ``normalize=False``: a plain (weighted) sum over in-edges, no self
+    ``reset_parameters()``; with constant edge weights it is kept with its edges in destination
+    order and the weights with them, so the propagation reads them as a stream
+    (``_gcn_norm.in_destination_order``). ``normalize=False``: a plain (weighted) sum over in-edges, no self
     loops (``add_self_loops`` defaults to ``normalize``; asking for loops without normalisation
     is an error, as in PyG). ``flow="target_to_source"`` propagates along reversed edges.
 
@@ -160,9 +162,9 @@ class GCNConv(nn.Module):
         return add_bias(out, self.bias)
 
     def _normalised(self, x, edge_index, edge_weight, h):
-        def make():
+        def make(cache):
             s = resolve("GCNConv", x, x, edge_index, flow=self.flow)
-            return gcn_norm(self._graph_cache, s, edge_weight, self.add_self_loops, self.improved, h.dtype, h.device)
+            return gcn_norm(cache, s, edge_weight, self.add_self_loops, self.improved, h.dtype, h.device)
         return cached_normalisation(self, edge_index, make)
 
     def __repr__(self) -> str:
