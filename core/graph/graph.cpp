@@ -275,12 +275,16 @@ namespace {
 
 /// The rule replace_self_loops and self_loop_ids share: an edge u -> u is dropped, and reported
 /// in `loops` when u < num_loops; every other edge is kept, in order.
-void split_self_loops(const std::vector<int64_t>& src, const std::vector<int64_t>& dst, int64_t num_loops,
-                      int64_t num_src, int64_t num_dst, std::vector<int64_t>& kept, std::vector<int64_t>& loops,
-                      std::vector<int64_t>& loop_vertex) {
+void check_num_loops(int64_t num_loops, int64_t num_src, int64_t num_dst) {
   if (num_loops < 0 || num_loops > std::min(num_src, num_dst))
     SEASTAR_THROW(ValueError, "num_loops = ", num_loops, " must be in [0, min(num_src, num_dst) = ",
                   std::min(num_src, num_dst), "]");
+}
+
+void split_self_loops(const std::vector<int64_t>& src, const std::vector<int64_t>& dst, int64_t num_loops,
+                      int64_t num_src, int64_t num_dst, std::vector<int64_t>& kept, std::vector<int64_t>& loops,
+                      std::vector<int64_t>& loop_vertex) {
+  check_num_loops(num_loops, num_src, num_dst);
   kept.clear();
   loops.clear();
   loop_vertex.clear();
@@ -298,6 +302,8 @@ void split_self_loops(const std::vector<int64_t>& src, const std::vector<int64_t
 
 std::shared_ptr<const GraphData> GraphData::replace_self_loops(int64_t num_loops) const {
   require_destinations_are_sources("replace_self_loops");
+  if (!has_edge_types()) return replace_self_loops_from_index(num_loops);
+  // a typed in-edge index orders a vertex's edges by type, the new graph's by id: rebuild
   const std::vector<int64_t> src0 = src(), dst0 = dst();
   std::vector<int64_t> kept, loops, loop_vertex;
   split_self_loops(src0, dst0, num_loops, num_src_, num_dst_, kept, loops, loop_vertex);
@@ -309,6 +315,61 @@ std::shared_ptr<const GraphData> GraphData::replace_self_loops(int64_t num_loops
   }
   for (int64_t v = 0; v < num_loops; ++v) s[n + v] = d[n + v] = v;
   return build(std::move(s), std::move(d), num_src_, num_dst_, bipartite_, GraphTypes{});
+}
+
+std::shared_ptr<const GraphData> GraphData::replace_self_loops_from_index(int64_t num_loops) const {
+  check_num_loops(num_loops, num_src_, num_dst_);
+  const size_t E = static_cast<size_t>(num_edges());
+  // Walks the in-edge index once to find the loops, once to copy it without them: an untyped
+  // index lists each vertex's edges by id, so the kept edges stay in order, the vertex's new
+  // loop (the largest id) goes last, and nothing needs sorting.
+  std::vector<uint8_t> is_loop(E, 0);
+  in_.nbr.visit([&](const auto* nbr) {
+    in_.eid.visit([&](const auto* eid) {
+      for (int64_t v = 0; v < num_dst_; ++v)
+        for (int64_t j = in_.ptr[v]; j < in_.ptr[v + 1]; ++j)
+          if (nbr[j] == v) is_loop[static_cast<size_t>(eid[j])] = 1;
+    });
+  });
+  std::vector<int64_t> rank(E);  // new id of each kept edge: the kept edges before it
+  int64_t num_kept = 0;
+  for (size_t e = 0; e < E; ++e) {
+    rank[e] = num_kept;
+    num_kept += is_loop[e] ? 0 : 1;
+  }
+  is_loop.clear();
+  is_loop.shrink_to_fit();
+  const int64_t total = num_kept + num_loops;
+  std::vector<int64_t> ptr(static_cast<size_t>(num_dst_) + 1, 0), nbr_new(static_cast<size_t>(total)),
+      eid_new(static_cast<size_t>(total));
+  int64_t k = 0;
+  in_.nbr.visit([&](const auto* nbr) {
+    in_.eid.visit([&](const auto* eid) {
+      for (int64_t v = 0; v < num_dst_; ++v) {
+        for (int64_t j = in_.ptr[v]; j < in_.ptr[v + 1]; ++j) {
+          if (nbr[j] == v) continue;
+          nbr_new[k] = nbr[j];
+          eid_new[k++] = rank[static_cast<size_t>(eid[j])];
+        }
+        if (v < num_loops) {
+          nbr_new[k] = v;
+          eid_new[k++] = num_kept + v;
+        }
+        ptr[v + 1] = k;
+      }
+    });
+  });
+  std::shared_ptr<GraphData> g(new GraphData());
+  g->num_src_ = num_src_;
+  g->num_dst_ = num_dst_;
+  g->bipartite_ = bipartite_;
+  g->uid_ = next_uid++;
+  const bool narrow = ids_fit_int32(num_src_, num_dst_, total);
+  g->in_.ptr = std::move(ptr);
+  g->in_.nbr = IndexArray(std::move(nbr_new), narrow);
+  g->in_.eid = IndexArray(std::move(eid_new), narrow);
+  set_degree_order(g->in_, num_dst_);
+  return g;
 }
 
 void GraphData::self_loop_ids(int64_t num_loops, std::vector<int64_t>& kept, std::vector<int64_t>& loops,

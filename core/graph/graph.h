@@ -127,6 +127,8 @@ class GraphData {
  private:
   GraphData() = default;
   void build_in_index(const std::vector<int64_t>& src, const std::vector<int64_t>& dst);
+  /// replace_self_loops of an untyped graph, from its in-edge index in O(E), without sorting.
+  std::shared_ptr<const GraphData> replace_self_loops_from_index(int64_t num_loops) const;
   static std::shared_ptr<const GraphData> build(std::vector<int64_t> src, std::vector<int64_t> dst, int64_t num_src,
                                                 int64_t num_dst, bool bipartite, GraphTypes types);
 

@@ -792,3 +792,48 @@ TEST(GraphInEdgeOrder, BipartiteBlocksAndGlobalSources) {
   auto global = b->with_global_sources({4, 0, 2}, 5);
   expect_value_error([&] { global->in_edge_order(); }, {"in_edge_order", "global"});
 }
+
+TEST(GraphSelfLoops, ReplaceOnUntypedGraphsEqualsABuildFromTheEdgeList) {
+  // the untyped path copies the in-edge index instead of building one: compare with a build of
+  // the edge list it stands for (the kept edges in order, then loops 0 .. num_loops-1)
+  for (const Size& size : kSizes) {
+    for (uint32_t seed : kSeeds) {
+      const Coo c = random_graph(seed, size.nodes, size.edges);
+      auto g = GraphData::from_coo(c.src, c.dst, c.num_nodes);
+      for (int64_t num_loops : {int64_t(0), c.num_nodes / 2, c.num_nodes}) {
+        SCOPED_TRACE("nodes " + std::to_string(size.nodes) + " edges " + std::to_string(size.edges) + " seed " +
+                     std::to_string(seed) + " loops " + std::to_string(num_loops));
+        Ids s, d;
+        for (size_t e = 0; e < c.src.size(); ++e) {
+          if (c.src[e] == c.dst[e]) continue;
+          s.push_back(c.src[e]);
+          d.push_back(c.dst[e]);
+        }
+        for (int64_t v = 0; v < num_loops; ++v) {
+          s.push_back(v);
+          d.push_back(v);
+        }
+        auto ref = GraphData::from_coo(s, d, c.num_nodes);
+        auto h = g->replace_self_loops(num_loops);
+        EXPECT_EQ(h->in().ptr, ref->in().ptr);
+        EXPECT_EQ(ids_of(h->in().nbr), ids_of(ref->in().nbr));
+        EXPECT_EQ(ids_of(h->in().eid), ids_of(ref->in().eid));
+        EXPECT_EQ(h->in().degree_order, ref->in().degree_order);
+        EXPECT_EQ(h->src(), s);
+        EXPECT_EQ(h->dst(), d);
+        EXPECT_EQ(h->fits_int32(), ref->fits_int32());
+        EXPECT_FALSE(h->has_edge_types() || h->has_node_types());
+        expect_indices_valid(*h);
+      }
+    }
+  }
+  // a bipartite block: loops at the first destinations, which are also sources
+  auto b = GraphData::from_coo_bipartite({3, 0, 1, 1, 2}, {1, 0, 2, 1, 0}, 4, 3);
+  auto hb = b->replace_self_loops(3);
+  auto rb = GraphData::from_coo_bipartite({3, 1, 2, 0, 1, 2}, {1, 2, 0, 0, 1, 2}, 4, 3);
+  EXPECT_EQ(hb->in().ptr, rb->in().ptr);
+  EXPECT_EQ(ids_of(hb->in().nbr), ids_of(rb->in().nbr));
+  EXPECT_EQ(ids_of(hb->in().eid), ids_of(rb->in().eid));
+  EXPECT_EQ(hb->src(), rb->src());
+  EXPECT_TRUE(hb->is_bipartite());
+}
