@@ -124,6 +124,41 @@ def test_other_graph_recompiles_and_matches(graph_factory, compiled_layers):
     assert counter.frames == before
 
 
+class WithEdgeWeights(torch.nn.Module):
+    def __init__(self, layer, w):
+        super().__init__()
+        self.layer = layer
+        self.register_buffer("w", w)
+
+    def forward(self, graph, x):
+        return self.layer(graph, x, self.w)
+
+
+@pytest.mark.parametrize("eager_first", [False, True], ids=["compiled_first", "eager_first"])
+@pytest.mark.parametrize("name", ["gcn", "appnp"])
+def test_cached_layers_with_edge_weights(small_graph, name, eager_first):
+    """``cached=True`` with edge weights: compiled code cannot keep what tracing made on the
+    layer (it holds it as constants instead), and a layer that kept its graph eagerly (edges in
+    destination order) hands it to compiled code; both equal an uncached eager layer."""
+    graph = small_graph.graph
+    w = torch.rand(graph.num_edges, dtype=DT, generator=torch.Generator().manual_seed(4)) + 0.1
+    make = {"gcn": lambda cached: snn.GCNConv(F_IN, 3, cached=cached),
+            "appnp": lambda cached: snn.APPNP(K=2, alpha=0.1, cached=cached)}[name]
+    torch.manual_seed(0)
+    cached = make(True).to(DT)
+    plain = make(False).to(DT)
+    plain.load_state_dict(cached.state_dict())
+    model, eager = WithEdgeWeights(cached, w), WithEdgeWeights(plain, w)
+    x = _features(graph)
+    if eager_first:
+        _step(model, graph, x)
+        assert cached._cached_edge_index is not None
+    compiled = torch.compile(model, fullgraph=True, dynamic=False, backend=Counter())
+    _assert_same(_step(compiled, graph, x), _step(eager, graph, x))
+    x2 = _features(graph, seed=1)
+    _assert_same(_step(compiled, graph, x2), _step(eager, graph, x2))
+
+
 class TwoLayers(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -156,16 +156,19 @@ def cached_normalisation(layer, edge_index, make, reorder_edges: bool = True):
 
     Kept per-edge weights (when the graph has edge weights, constant ones) are kept with the
     graph in destination order (``in_destination_order``), unless ``reorder_edges`` is False
-    (a layer that draws per-edge random masks in the caller's edge order)."""
+    (a layer that draws per-edge random masks in the caller's edge order). Inside
+    torch.compile nothing is kept on the layer: the compiled code holds the normalised graph
+    as constants, made when it is traced."""
     attr = "_cached_adj_t" if is_sparse_tensor_like(edge_index) else "_cached_edge_index"
     hit = getattr(layer, attr)
     if hit is not None:
         return hit
-    if not layer.cached:
+    if not layer.cached or torch.compiler.is_compiling():
+        # compiled code cannot keep what tracing made on the layer; the graph keeps it instead
+        # (per_graph), and the compiled code holds it as constants
         return make(layer._graph_cache)
     s, w = make(GraphCache(4))
-    if (reorder_edges and isinstance(w, torch.Tensor) and not w.requires_grad and not s.graph.sources_global
-            and not torch.compiler.is_compiling()):
+    if reorder_edges and isinstance(w, torch.Tensor) and not w.requires_grad and not s.graph.sources_global:
         s, w = in_destination_order(s, w)
     setattr(layer, attr, (s, w))
     return s, w
