@@ -5,6 +5,7 @@
 #include <atomic>
 #include <limits>
 #include <numeric>
+#include <utility>
 
 #include "core/util/errors.h"
 
@@ -275,6 +276,24 @@ namespace {
 
 /// The rule replace_self_loops and self_loop_ids share: an edge u -> u is dropped, and reported
 /// in `loops` when u < num_loops; every other edge is kept, in order.
+/// Which edges (by id) are self loops, read off the in-edge index in one pass; `found` (when
+/// given) receives (edge id, vertex) of the loops at vertices below num_loops, in index order.
+std::vector<uint8_t> self_loop_flags(const Adjacency& in, int64_t num_dst, int64_t num_loops,
+                                     std::vector<std::pair<int64_t, int64_t>>* found) {
+  std::vector<uint8_t> is_loop(in.nbr.size(), 0);
+  in.nbr.visit([&](const auto* nbr) {
+    in.eid.visit([&](const auto* eid) {
+      for (int64_t v = 0; v < num_dst; ++v)
+        for (int64_t j = in.ptr[v]; j < in.ptr[v + 1]; ++j) {
+          if (nbr[j] != v) continue;
+          is_loop[static_cast<size_t>(eid[j])] = 1;
+          if (found && v < num_loops) found->emplace_back(static_cast<int64_t>(eid[j]), v);
+        }
+    });
+  });
+  return is_loop;
+}
+
 void check_num_loops(int64_t num_loops, int64_t num_src, int64_t num_dst) {
   if (num_loops < 0 || num_loops > std::min(num_src, num_dst))
     SEASTAR_THROW(ValueError, "num_loops = ", num_loops, " must be in [0, min(num_src, num_dst) = ",
@@ -323,14 +342,7 @@ std::shared_ptr<const GraphData> GraphData::replace_self_loops_from_index(int64_
   // Walks the in-edge index once to find the loops, once to copy it without them: an untyped
   // index lists each vertex's edges by id, so the kept edges stay in order, the vertex's new
   // loop (the largest id) goes last, and nothing needs sorting.
-  std::vector<uint8_t> is_loop(E, 0);
-  in_.nbr.visit([&](const auto* nbr) {
-    in_.eid.visit([&](const auto* eid) {
-      for (int64_t v = 0; v < num_dst_; ++v)
-        for (int64_t j = in_.ptr[v]; j < in_.ptr[v + 1]; ++j)
-          if (nbr[j] == v) is_loop[static_cast<size_t>(eid[j])] = 1;
-    });
-  });
+  std::vector<uint8_t> is_loop = self_loop_flags(in_, num_dst_, 0, nullptr);
   std::vector<int64_t> rank(E);  // new id of each kept edge: the kept edges before it
   int64_t num_kept = 0;
   for (size_t e = 0; e < E; ++e) {
@@ -375,7 +387,20 @@ std::shared_ptr<const GraphData> GraphData::replace_self_loops_from_index(int64_
 void GraphData::self_loop_ids(int64_t num_loops, std::vector<int64_t>& kept, std::vector<int64_t>& loops,
                               std::vector<int64_t>& loop_vertex) const {
   require_destinations_are_sources("self_loop_ids");
-  split_self_loops(src(), dst(), num_loops, num_src_, num_dst_, kept, loops, loop_vertex);
+  check_num_loops(num_loops, num_src_, num_dst_);
+  std::vector<std::pair<int64_t, int64_t>> found;
+  const std::vector<uint8_t> is_loop = self_loop_flags(in_, num_dst_, num_loops, &found);
+  kept.clear();
+  kept.reserve(is_loop.size());
+  for (size_t e = 0; e < is_loop.size(); ++e)
+    if (!is_loop[e]) kept.push_back(static_cast<int64_t>(e));
+  std::sort(found.begin(), found.end());  // by edge id, as split_self_loops lists them
+  loops.clear();
+  loop_vertex.clear();
+  for (const auto& [e, v] : found) {
+    loops.push_back(e);
+    loop_vertex.push_back(v);
+  }
 }
 
 std::shared_ptr<const GraphData> GraphData::in_edge_order() const {

@@ -793,7 +793,7 @@ TEST(GraphInEdgeOrder, BipartiteBlocksAndGlobalSources) {
   expect_value_error([&] { global->in_edge_order(); }, {"in_edge_order", "global"});
 }
 
-TEST(GraphSelfLoops, ReplaceOnUntypedGraphsEqualsABuildFromTheEdgeList) {
+TEST(GraphSelfLoops, ReplaceAndIdsOnUntypedGraphsEqualTheEdgeListsDefinition) {
   // the untyped path copies the in-edge index instead of building one: compare with a build of
   // the edge list it stands for (the kept edges in order, then loops 0 .. num_loops-1)
   for (const Size& size : kSizes) {
@@ -815,6 +815,19 @@ TEST(GraphSelfLoops, ReplaceOnUntypedGraphsEqualsABuildFromTheEdgeList) {
         }
         auto ref = GraphData::from_coo(s, d, c.num_nodes);
         auto h = g->replace_self_loops(num_loops);
+        Ids kept, loops, loop_vertex, want_kept, want_loops, want_vertex;
+        for (size_t e = 0; e < c.src.size(); ++e) {
+          if (c.src[e] != c.dst[e]) {
+            want_kept.push_back(static_cast<int64_t>(e));
+          } else if (c.src[e] < num_loops) {
+            want_loops.push_back(static_cast<int64_t>(e));
+            want_vertex.push_back(c.src[e]);
+          }
+        }
+        g->self_loop_ids(num_loops, kept, loops, loop_vertex);
+        EXPECT_EQ(kept, want_kept);
+        EXPECT_EQ(loops, want_loops);
+        EXPECT_EQ(loop_vertex, want_vertex);
         EXPECT_EQ(h->in().ptr, ref->in().ptr);
         EXPECT_EQ(ids_of(h->in().nbr), ids_of(ref->in().nbr));
         EXPECT_EQ(ids_of(h->in().eid), ids_of(ref->in().eid));
