@@ -12,8 +12,8 @@ in-degree (``w = 1`` without edge weights); a vertex of degree 0 gets 0. Self lo
 * a ``SparseTensor``: ``fill_diag``: the diagonal becomes ``fill`` (existing entries replaced).
 
 Without per-call weights the result depends on the graph alone and is cached per graph (uid),
-device and dtype; with weights (possibly learned) it is recomputed each call, O(E) torch ops,
-and is differentiable in them.
+device and dtype; with weights (possibly learned) it is recomputed each call and is
+differentiable in them: the weighted in-degree (one vertex program) and O(N + loops) torch ops.
 
 Without any edge weights ``w'_e = d_src^-1/2 * d_dst^-1/2`` factors into a per-vertex
 ``d^-1/2``: ``gcn_norm`` then returns a ``VertexNorm`` and the propagation reads the factor at
@@ -25,7 +25,12 @@ one loop, so over the graph as given (``c_v`` loops at ``v``)
     out_v = d_v * sum_{e = (u -> v)} d_u h_u + (1 - c_v) * d_v^2 * h_v,   d_v = (deg_v - c_v + 1)^-1/2
 
 which needs no second graph (its adjacency would cost as much memory as the graph's own) and
-equals the propagation over the graph with loops up to the order of the additions.
+equals the propagation over the graph with loops up to the order of the additions. GCNConv
+keeps that form with edge weights (``_weighted_norm``): the weights are read as given, and the
+loops' term is what the graph with loops holds at each vertex less what its own loops bring.
+APPNP takes the graph with its loops as edges and per-edge normalised weights
+(``loops_as_edges``), computed once per call: its K steps then apply no vertex factor each, and
+its edge dropout draws a mask per edge of that graph.
 """
 from __future__ import annotations
 
@@ -34,7 +39,9 @@ from typing import NamedTuple, Optional, Tuple, Union
 import torch
 
 from ..graph import Graph
-from ._loops import loop_ids, loop_values, with_loops
+from .. import ops as ss
+from ..program import vertex_program
+from ._loops import loop_ids, loop_values, self_loops, with_loops
 from ._structure import Structure, is_sparse_tensor_like
 from ._utils import GraphCache, graph_uid, per_graph
 
@@ -60,11 +67,19 @@ def edge_weights(s: Structure, edge_weight: Optional[torch.Tensor], layer: str) 
 
 
 class VertexNorm(NamedTuple):
-    """The weights ``w'_e = dinv[src] * dinv[dst]`` of an unweighted graph, kept per vertex (a
-    named tuple of tensors, so torch.compile hands it to compiled code like a Structure)."""
+    """The weights ``w'_e = dinv[src] * w_e * dinv[dst]`` kept as per-vertex factors and the edge
+    weights as given (a named tuple of tensors, so torch.compile hands it to compiled code like
+    a Structure)."""
 
     dinv: torch.Tensor  # [N, 1]
-    loop: Optional[torch.Tensor] = None  # [num_dst, 1]: (1 - c_v) d_v^2, the added loops; None: none added
+    loop: Optional[torch.Tensor] = None  # [num_dst, 1]: the per-vertex loop term's factor; None: no loops added
+    w: Optional[torch.Tensor] = None  # [E, 1]: the edge weights, in the structure's edge order; None: all 1
+
+
+@vertex_program(name="gcn_in_weight")
+def in_weight(v):
+    """A destination's weighted in-degree: the sum of its in-edges' weights."""
+    return ss.sum(e.w for e in v.in_edges())
 
 
 def explicit_loops(cache: GraphCache, s: Structure, norm: VertexNorm) -> Tuple[Structure, torch.Tensor]:
@@ -89,10 +104,11 @@ def normalise(s: Structure, w: torch.Tensor) -> torch.Tensor:
 
 
 def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor], add_self_loops: bool,
-             improved: bool, dtype: torch.dtype, device,
-             layer: str = "GCNConv") -> Tuple[Structure, Union[torch.Tensor, VertexNorm]]:
-    """The structure to propagate over and its normalised weights: [E', 1], or a ``VertexNorm``
-    when the graph has no edge weights."""
+             improved: bool, dtype: torch.dtype, device, layer: str = "GCNConv",
+             loops_as_edges: bool = False) -> Tuple[Structure, Union[torch.Tensor, VertexNorm]]:
+    """The structure to propagate over and its normalised weights: a ``VertexNorm`` (the graph
+    as given), or with edge weights and ``loops_as_edges`` the graph with its self loops as
+    edges and their normalised weights [E', 1] (for a per-edge mask over them)."""
     w = edge_weights(s, edge_weight, layer)
     fill = 2.0 if improved else 1.0
     if w is None and s.layout is None:  # depends on the graph alone: once per graph, device and dtype
@@ -102,13 +118,48 @@ def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor
     if w is None:
         w = torch.ones(s.num_edges, dtype=dtype, device=device)
     w = w.to(dtype=dtype, device=device)
+    mode = {None: "remaining", "torch_sparse": "replace"}.get(s.layout, "sum")
+    if not loops_as_edges:
+        return s, _weighted_norm(cache, s, w, add_self_loops, fill, mode)
     st = s
     if add_self_loops:
         lg = with_loops(cache, s, s.num_dst)
-        mode = {None: "remaining", "torch_sparse": "replace"}.get(s.layout, "sum")
         st = lg.structure
         w = loop_values(lg, loop_ids(cache, s, lg), w, fill, mode)
     return st, normalise(st, w).unsqueeze(-1)
+
+
+def _weighted_norm(cache: GraphCache, s: Structure, w: torch.Tensor, add_self_loops: bool, fill: float,
+                   mode: str) -> VertexNorm:
+    """The per-vertex form with edge weights ``w`` [E] over the graph as given. Where the graph
+    with loops would hold one loop of weight ``lw_v`` at ``v`` in place of the ``c_v`` loops the
+    graph has (weights summing to ``s_v``, ``lw_v`` by ``mode``, see ``_loops``), the graph's own
+    edges are summed as they are and the difference is a per-vertex term:
+
+        out_v = d_v * sum_{e = (u -> v)} w_e d_u h_u + (lw_v - s_v) d_v^2 h_v,
+        d_v = (sum_{e -> v} w_e + lw_v - s_v)^-1/2
+
+    the same function as the propagation over the graph with loops (up to the order of the
+    additions), with no second graph and no per-edge tensor but ``w`` itself."""
+    wcol = w.unsqueeze(-1)
+    deg = s.out(in_weight(s.graph, w=wcol)).squeeze(-1)
+    corr = None
+    if add_self_loops:
+        edges, vertex = self_loops(cache, s)
+        edges, vertex = edges.to(w.device), vertex.to(w.device)
+        own = w[edges]
+        lw = w.new_full((s.num_dst,), fill)
+        if mode == "remaining":  # PyG's assignment: with several loops at a vertex one value wins
+            lw = lw.index_put((vertex,), own)
+        elif mode == "sum":
+            lw = lw.index_add(0, vertex, own)
+        corr = lw - w.new_zeros(s.num_dst).index_add(0, vertex, own)
+        deg = deg + corr
+    dinv = deg.pow(-0.5)
+    dinv = dinv.masked_fill(torch.isinf(dinv), 0.0)
+    # without loops the term is zero: the weighted programs always have it (one program fewer)
+    loop = w.new_zeros(s.num_dst) if corr is None else corr * dinv * dinv
+    return VertexNorm(dinv.unsqueeze(-1), loop.unsqueeze(-1), wcol)
 
 
 def _unweighted_norm(graph, num_src: int, num_dst: int, add_self_loops: bool, device: str,
@@ -154,9 +205,9 @@ def cached_normalisation(layer, edge_index, make, reorder_edges: bool = True):
     fresh one when the result is kept anyway (so that what it derives on the way, e.g. the graph
     with self loops and its edge ids, is not kept twice). Without ``cached`` nothing is kept.
 
-    Kept per-edge weights (when the graph has edge weights, constant ones) are kept with the
-    graph in destination order (``in_destination_order``), unless ``reorder_edges`` is False
-    (a layer that draws per-edge random masks in the caller's edge order). Inside
+    Constant edge weights are kept with the graph in destination order
+    (``in_destination_order``), unless ``reorder_edges`` is False (a layer that draws per-edge
+    random masks in the caller's edge order). Inside
     torch.compile nothing is kept on the layer: the compiled code holds the normalised graph
     as constants, made when it is traced."""
     attr = "_cached_adj_t" if is_sparse_tensor_like(edge_index) else "_cached_edge_index"
@@ -167,8 +218,10 @@ def cached_normalisation(layer, edge_index, make, reorder_edges: bool = True):
         # compiled code cannot keep what tracing made on the layer; the graph keeps it instead
         # (per_graph), and the compiled code holds it as constants
         return make(layer._graph_cache)
-    s, w = make(GraphCache(4))
-    if reorder_edges and isinstance(w, torch.Tensor) and not w.requires_grad and not s.graph.sources_global:
+    s, norm = make(GraphCache(4))
+    w = norm.w if isinstance(norm, VertexNorm) else norm
+    if reorder_edges and w is not None and not w.requires_grad and not s.graph.sources_global:
         s, w = in_destination_order(s, w)
-    setattr(layer, attr, (s, w))
-    return s, w
+        norm = norm._replace(w=w) if isinstance(norm, VertexNorm) else w
+    setattr(layer, attr, (s, norm))
+    return s, norm

@@ -58,6 +58,20 @@ def loop_ids(cache: GraphCache, s: Structure, lg: LoopGraph) -> LoopIds:
                      s.num_dst, lg.num_loops)
 
 
+def self_loops(cache: GraphCache, s: Structure):
+    """The ids of the graph's self loops and their vertices (int64), cached per graph."""
+    return per_graph(cache, ("self_loops", graph_uid(s.graph)), s.graph, _self_loops, s.num_src, s.num_dst)
+
+
+def _self_loops(graph, num_src: int, num_dst: int):
+    num_loops = min(num_src, num_dst)
+    if _in_core(graph, num_src, num_dst):
+        _, edges, vertex = graph._g.self_loop_ids(num_loops)
+        return edges, vertex
+    ids = _ids_of_edge_list(graph.edge_index.long(), num_loops)
+    return ids.loop_edges, ids.loop_vertex
+
+
 def _in_core(graph, num_src: int, num_dst: int) -> bool:
     """Whether the graph has the loop graph's own sizes and shape, so the core can build it from
     the graph's storage; else (a square graph read as bipartite) the edge list is used."""

@@ -141,7 +141,10 @@ class APPNP(nn.Module):
             return s, w.unsqueeze(-1)
         def make(cache):
             s = resolve("APPNP", x, x, edge_index, flow=self.flow)
-            return gcn_norm(cache, s, edge_weight, self.add_self_loops, False, x.dtype, x.device, "APPNP")
+            # with edge weights the K steps read per-edge normalised weights over the graph with its
+            # loops, computed once per call, rather than applying the vertex factors on every step
+            return gcn_norm(cache, s, edge_weight, self.add_self_loops, False, x.dtype, x.device, "APPNP",
+                            loops_as_edges=True)
         # edge dropout draws its masks in the caller's edge order (as PyG, for the same draws)
         return cached_normalisation(self, edge_index, make, reorder_edges=self.dropout == 0.0)
 

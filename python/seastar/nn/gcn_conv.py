@@ -34,6 +34,12 @@ def symmetric_sum_with_loops(v):
     return ss.sum(e.src.d * e.src.h * e.dst.d for e in v.in_edges()) + v.l * v.h
 
 
+@vertex_program(name="gcn_weighted_symmetric_sum_loops")
+def weighted_symmetric_sum_with_loops(v):
+    """``symmetric_sum_with_loops`` with edge weights ``w`` (``_gcn_norm._weighted_norm``)."""
+    return ss.sum(e.src.d * e.src.h * e.w * e.dst.d for e in v.in_edges()) + v.l * v.h
+
+
 @vertex_program(name="neighbour_sum")
 def neighbour_sum(v):
     """sum over in-edges of h[src]."""
@@ -46,6 +52,9 @@ def propagate(s, h: torch.Tensor, w: Union[None, torch.Tensor, VertexNorm], back
         return s.out(neighbour_sum(s.graph, backend=backend, h=s.src(h)))
     if isinstance(w, VertexNorm):
         d = s.src(w.dinv.to(h.dtype))
+        if w.w is not None:
+            return s.out(weighted_symmetric_sum_with_loops(s.graph, backend=backend, h=s.src(h), d=d,
+                                                           w=w.w.to(h.dtype), l=s.dst(w.loop.to(h.dtype))))
         if w.loop is None:
             return s.out(symmetric_sum(s.graph, backend=backend, h=s.src(h), d=d))
         return s.out(symmetric_sum_with_loops(s.graph, backend=backend, h=s.src(h), d=d,
@@ -64,6 +73,8 @@ def propagate_first(x: torch.Tensor, weight: torch.Tensor, w) -> bool:
     if x.is_sparse or isinstance(weight, nn.parameter.UninitializedParameter):
         return False
     if isinstance(w, torch.Tensor) and w.requires_grad:
+        return False
+    if isinstance(w, VertexNorm) and w.w is not None and (w.w.requires_grad or w.dinv.requires_grad):
         return False
     f_in, f_out = x.shape[-1], weight.shape[0]
     training = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
@@ -99,17 +110,17 @@ class GCNConv(nn.Module):
     (``A (x W) = (A x) W``), whichever propagates fewer rows forward and backward
     (``propagate_first``: a first layer's input needs no gradient, so propagating it first
     leaves the backward no propagation at all); the propagation is one vertex
-    program: ``sum(e.src.d * e.src.h * e.dst.d)`` with ``d = deg^-1/2`` per vertex when there
-    are no edge weights (the self loops added as a per-vertex term, not as edges: no second
-    graph), ``sum(e.src.h * e.w)`` when there are. Weights glorot, bias zeros (as PyG); parameter names
-    ``lin.weight``, ``bias``.
+    program: ``sum(e.src.d * e.src.h * e.dst.d)`` with ``d = deg^-1/2`` per vertex (the self
+    loops added as a per-vertex term, not as edges: no second graph), times ``e.w`` with edge
+    weights (read as given; ``d`` from the weighted in-degree), ``sum(e.src.h * e.w)`` without
+    normalisation. Weights glorot, bias zeros (as PyG); parameter names ``lin.weight``, ``bias``.
 
-    Memory per forward + backward (floats; N vertices, E' = edges with self loops,
-    F_in -> F_out): fused backend ``N*F_in`` (x, kept by the linear map for its gradient) +
-    ``N*F_out`` (the output) + the same for gradients, plus ``N`` degree and ``N`` loop factors
-    (``E'`` edge weights with edge weights); the propagation's backward reads neither ``x W`` nor the output,
-    so autograd keeps neither: O(N*(F_in + F_out) + E'), no O(E*F) tensor.
-    The reference backend additionally materialises the messages, O(E'*F_out).
+    Memory per forward + backward (floats; N vertices, E edges, F_in -> F_out): fused backend
+    ``N*F_in`` (x, kept by the linear map for its gradient) + ``N*F_out`` (the output) + the same
+    for gradients, plus ``N`` degree and ``N`` loop factors (and the ``E`` edge weights as given);
+    the propagation's backward reads neither ``x W`` nor the output, so autograd keeps neither:
+    O(N*(F_in + F_out) + E), no O(E*F) tensor. The reference backend additionally materialises
+    the messages, O(E*F_out).
     """
 
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False, cached: bool = False,
