@@ -38,8 +38,8 @@ from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 
-from ..graph import Graph
 from .. import ops as ss
+from ..graph import Graph
 from ..program import vertex_program
 from ._loops import loop_ids, loop_values, self_loops, with_loops
 from ._structure import Structure, is_sparse_tensor_like
@@ -207,9 +207,8 @@ def cached_normalisation(layer, edge_index, make, reorder_edges: bool = True):
 
     Constant edge weights are kept with the graph in destination order
     (``in_destination_order``), unless ``reorder_edges`` is False (a layer that draws per-edge
-    random masks in the caller's edge order). Inside
-    torch.compile nothing is kept on the layer: the compiled code holds the normalised graph
-    as constants, made when it is traced."""
+    random masks in the caller's edge order). Inside torch.compile nothing is kept on the
+    layer: the compiled code holds the normalised graph as constants, made when it is traced."""
     attr = "_cached_adj_t" if is_sparse_tensor_like(edge_index) else "_cached_edge_index"
     hit = getattr(layer, attr)
     if hit is not None:

@@ -97,7 +97,8 @@ class GCNConv(nn.Module):
     call's normalised graph is reused for every later call, whatever graph is passed, until
     ``reset_parameters()``; with constant edge weights it is kept with its edges in destination
     order and the weights with them, so the propagation reads them as a stream
-    (``_gcn_norm.in_destination_order``). ``normalize=False``: a plain (weighted) sum over in-edges, no self
+    (``_gcn_norm.in_destination_order``). ``normalize=False``: a plain (weighted) sum over
+    in-edges, no self
     loops (``add_self_loops`` defaults to ``normalize``; asking for loops without normalisation
     is an error, as in PyG). ``flow="target_to_source"`` propagates along reversed edges.
 
