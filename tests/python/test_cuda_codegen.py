@@ -132,6 +132,9 @@ def _zoo_programs():
                 log.info("zoo program capture skipped %s: %s", type(layer).__name__, e)
                 continue
             (out[0] if isinstance(out, tuple) else out).sum().backward()
+        w = torch.rand(graph.num_edges, requires_grad=True)  # learned edge weights: their programs too
+        for layer in (snn.GCNConv(6, 4), snn.APPNP(K=2, alpha=0.1)):
+            layer(graph, x.clone().requires_grad_(), w).sum().backward()
         out = snn.edge_softmax(graph, torch.randn(graph.num_edges, 2, requires_grad=True))
         out.sum().backward()
     finally:
