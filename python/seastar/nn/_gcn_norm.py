@@ -28,9 +28,9 @@ which needs no second graph (its adjacency would cost as much memory as the grap
 equals the propagation over the graph with loops up to the order of the additions. GCNConv
 keeps that form with edge weights (``_weighted_norm``): the weights are read as given, and the
 loops' term is what the graph with loops holds at each vertex less what its own loops bring.
-APPNP takes the graph with its loops as edges and per-edge normalised weights
-(``loops_as_edges``), computed once per call: its K steps then apply no vertex factor each, and
-its edge dropout draws a mask per edge of that graph.
+APPNP, which propagates K times, multiplies the factors into one weight per edge once per call
+(``EdgeNorm``, in destination order, so its steps stream them); its edge dropout draws a mask
+per edge of the graph with its loops as edges (``form="loops_as_edges"``).
 """
 from __future__ import annotations
 
@@ -76,6 +76,15 @@ class VertexNorm(NamedTuple):
     w: Optional[torch.Tensor] = None  # [E, 1]: the edge weights, in the structure's edge order; None: all 1
 
 
+class EdgeNorm(NamedTuple):
+    """The normalised weights ``w'_e = dinv[src] * w_e * dinv[dst]`` per edge of a structure
+    whose edge ``j`` is slot ``j`` of its in-edge index (so the kernels stream them), and the
+    per-vertex loop term's factor (``VertexNorm.loop``)."""
+
+    w: torch.Tensor  # [E, 1]
+    loop: torch.Tensor  # [num_dst, 1]
+
+
 @vertex_program(name="gcn_in_weight")
 def in_weight(v):
     """A destination's weighted in-degree: the sum of its in-edges' weights."""
@@ -104,11 +113,13 @@ def normalise(s: Structure, w: torch.Tensor) -> torch.Tensor:
 
 
 def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor], add_self_loops: bool,
-             improved: bool, dtype: torch.dtype, device, layer: str = "GCNConv",
-             loops_as_edges: bool = False) -> Tuple[Structure, Union[torch.Tensor, VertexNorm]]:
+             improved: bool, dtype: torch.dtype, device, layer: str = "GCNConv", form: str = "vertex"
+             ) -> Tuple[Structure, Union[torch.Tensor, VertexNorm, EdgeNorm]]:
     """The structure to propagate over and its normalised weights: a ``VertexNorm`` (the graph
-    as given), or with edge weights and ``loops_as_edges`` the graph with its self loops as
-    edges and their normalised weights [E', 1] (for a per-edge mask over them)."""
+    as given); with edge weights and ``form="edge"`` an ``EdgeNorm`` (the graph in destination
+    order, for a layer that propagates several times), with ``form="loops_as_edges"`` the graph
+    with its self loops as edges and their normalised weights [E', 1] (for a per-edge mask over
+    them)."""
     w = edge_weights(s, edge_weight, layer)
     fill = 2.0 if improved else 1.0
     if w is None and s.layout is None:  # depends on the graph alone: once per graph, device and dtype
@@ -119,8 +130,10 @@ def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor
         w = torch.ones(s.num_edges, dtype=dtype, device=device)
     w = w.to(dtype=dtype, device=device)
     mode = {None: "remaining", "torch_sparse": "replace"}.get(s.layout, "sum")
-    if not loops_as_edges:
+    if form == "vertex":
         return s, _weighted_norm(cache, s, w, add_self_loops, fill, mode)
+    if form == "edge":
+        return _edge_norm(cache, s, _weighted_norm(cache, s, w, add_self_loops, fill, mode))
     st = s
     if add_self_loops:
         lg = with_loops(cache, s, s.num_dst)
@@ -162,6 +175,33 @@ def _weighted_norm(cache: GraphCache, s: Structure, w: torch.Tensor, add_self_lo
     return VertexNorm(dinv.unsqueeze(-1), loop.unsqueeze(-1), wcol)
 
 
+def _edge_norm(cache: GraphCache, s: Structure, norm: VertexNorm) -> Tuple[Structure, EdgeNorm]:
+    """``norm``'s factors multiplied into one weight per edge, in in-edge (slot) order, and the
+    structure whose edge ids are those slots: read off the in-edge index (the source of each
+    slot, the destination by run length), so no edge list is built."""
+    device = str(norm.w.device)
+    degree, nbr, eid = per_graph(cache, ("in_index", graph_uid(s.graph), device), s.graph, _in_index, device)
+    dinv = s.src(norm.dinv).squeeze(-1)  # a square graph's vertices: sources and centres alike
+    d_dst = torch.repeat_interleave(dinv, degree, output_size=s.graph.num_edges)
+    w = dinv[nbr] * norm.w.squeeze(-1)[eid] * d_dst
+    return in_edge_order(cache, s), EdgeNorm(w.unsqueeze(-1), norm.loop)
+
+
+def _in_index(graph, device: str):
+    """Each centre's in-degree, and each in-edge slot's source and original edge id, on ``device``."""
+    t = graph._g.tensors(device, coo=False, out=False)
+    return t["in_ptr"].diff(), t["in_nbr"], t["in_eid"]
+
+
+def in_edge_order(cache: GraphCache, s: Structure) -> Structure:
+    """``s`` with edge ``j`` = slot ``j`` of its in-edge index, cached per graph."""
+    return per_graph(cache, ("in_edge_order", graph_uid(s.graph)), s.graph, _in_edge_order, s)
+
+
+def _in_edge_order(graph, s: Structure) -> Structure:
+    return Structure(Graph(graph._g.in_edge_order()), s.num_src, s.num_dst, None, None, s.layout)
+
+
 def _unweighted_norm(graph, num_src: int, num_dst: int, add_self_loops: bool, device: str,
                      dtype: torch.dtype) -> Tuple[Structure, VertexNorm]:
     """The propagated structure (the graph as given) and its per-vertex factors without edge
@@ -194,21 +234,21 @@ def in_destination_order(s: Structure, w: torch.Tensor) -> Tuple[Structure, torc
     order a stream. Same vertices, and each vertex adds its in-edges in the same order, so the
     sums are the same."""
     eid = s.graph._g.tensors("cpu", coo=False, out=False)["in_eid"]
-    return (Structure(Graph(s.graph._g.in_edge_order()), s.num_src, s.num_dst, None, None, s.layout),
-            w.index_select(0, eid.to(w.device)))
+    return _in_edge_order(s.graph, s), w.index_select(0, eid.to(w.device))
 
 
-def cached_normalisation(layer, edge_index, make, reorder_edges: bool = True):
+def cached_normalisation(layer, edge_index, make):
     """PyG's ``cached=True`` (GCNConv, APPNP): once computed, the normalised graph is kept on
     the layer, one for an ``edge_index`` and one for a sparse adjacency, and reused whatever the
     next call passes; ``make(cache)`` computes it, with ``cache`` the layer's GraphCache, or a
     fresh one when the result is kept anyway (so that what it derives on the way, e.g. the graph
     with self loops and its edge ids, is not kept twice). Without ``cached`` nothing is kept.
 
-    Constant edge weights are kept with the graph in destination order
-    (``in_destination_order``), unless ``reorder_edges`` is False (a layer that draws per-edge
-    random masks in the caller's edge order). Inside torch.compile nothing is kept on the
-    layer: the compiled code holds the normalised graph as constants, made when it is traced."""
+    Constant edge weights of a ``VertexNorm`` are kept with the graph in destination order
+    (``in_destination_order``; an ``EdgeNorm`` is made in that order, and per-edge weights over
+    the graph with loops stay in the caller's order, in which edge dropout draws its masks).
+    Inside torch.compile nothing is kept on the layer: the compiled code holds the normalised
+    graph as constants, made when it is traced."""
     attr = "_cached_adj_t" if is_sparse_tensor_like(edge_index) else "_cached_edge_index"
     hit = getattr(layer, attr)
     if hit is not None:
@@ -218,9 +258,9 @@ def cached_normalisation(layer, edge_index, make, reorder_edges: bool = True):
         # (per_graph), and the compiled code holds it as constants
         return make(layer._graph_cache)
     s, norm = make(GraphCache(4))
-    w = norm.w if isinstance(norm, VertexNorm) else norm
-    if reorder_edges and w is not None and not w.requires_grad and not s.graph.sources_global:
-        s, w = in_destination_order(s, w)
-        norm = norm._replace(w=w) if isinstance(norm, VertexNorm) else w
+    if (isinstance(norm, VertexNorm) and norm.w is not None and not norm.w.requires_grad
+            and not s.graph.sources_global):
+        s, w = in_destination_order(s, norm.w)
+        norm = norm._replace(w=w)
     setattr(layer, attr, (s, norm))
     return s, norm

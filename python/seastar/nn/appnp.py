@@ -8,7 +8,7 @@ from torch import nn
 
 from .. import ops as ss
 from ..program import VertexProgram, program_factory, vertex_program
-from ._gcn_norm import VertexNorm, cached_normalisation, edge_weights, explicit_loops, gcn_norm
+from ._gcn_norm import EdgeNorm, VertexNorm, cached_normalisation, edge_weights, explicit_loops, gcn_norm
 from ._inputs import Batch, normalise_call, resolve, split_features
 from ._precision import float32_inside
 from ._structure import FLOWS
@@ -46,13 +46,24 @@ def appnp_symmetric_step_loops(alpha: float) -> VertexProgram:
     return step
 
 
+@program_factory
+def appnp_step_loops(alpha: float) -> VertexProgram:
+    """``appnp_step`` plus the self loops the graph does not hold as edges, ``l[v] * h[v]``."""
+    @vertex_program(name="appnp_step_loops")
+    def step(v):
+        return (1.0 - alpha) * (ss.sum(e.src.h * e.w for e in v.in_edges()) + v.l * v.h) + alpha * v.h0
+    return step
+
+
 class APPNP(nn.Module):
     r"""APPNP propagation: ``h^0 = x``, ``h^{k+1} = (1 - alpha) * A_hat h^k + alpha * x`` for K
     steps, ``A_hat = D^-1/2 (A + I) D^-1/2`` as in :class:`GCNConv` (PyG's self-loop rules,
     optional edge weights, cached per graph uid; ``cached=True`` reuses the first call's
-    normalised graph for every later call, as in PyG, with constant edge weights in destination
-    order unless ``dropout > 0``, as GCNConv; ``normalize=False`` propagates with the raw
-    weights, 1 without ``edge_weight``).
+    normalised graph for every later call, as in PyG; ``normalize=False`` propagates with the
+    raw weights, 1 without ``edge_weight``). With edge weights the normalised weight of every
+    edge is computed once per call, in destination order (the steps read them as a stream), and
+    the self loops are a per-vertex term (``_gcn_norm.EdgeNorm``); with ``dropout > 0`` the loops
+    are edges, each dropped like the others, in PyG's edge order.
 
     No parameters: a predictor MLP goes before it. Each step is one call of a vertex program that
     computes the propagation and the teleport term together. ``dropout`` (in [0, 1]) is
@@ -65,9 +76,9 @@ class APPNP(nn.Module):
 
     Memory per forward + backward (floats; N vertices, E' = edges with self loops, F channels,
     K steps): a step is linear in h, so its backward kernels read no step's output and autograd
-    keeps none of them: the fused backend keeps ``N*F`` (x) and ``N`` degree factors (``E'`` edge
-    weights with edge weights or edge dropout, and ``K*E'`` dropout masks when training with
-    ``dropout > 0``), plus one step's temporaries at a time: O(N*F + E'), independent of K, no
+    keeps none of them: the fused backend keeps ``N*F`` (x) and ``N`` degree factors (``E``
+    edge weights with edge weights, ``E'`` with edge dropout, and ``K*E'`` dropout masks when
+    training with ``dropout > 0``), plus one step's temporaries at a time: O(N*F + E'), independent of K, no
     O(E*F) tensor. The reference backend keeps each step's inputs and materialises its messages,
     O(K*(N*F + E'*F)).
     """
@@ -88,6 +99,7 @@ class APPNP(nn.Module):
         appnp_step(self.alpha)  # built here: torch.compile cannot build them
         appnp_symmetric_step(self.alpha)
         appnp_symmetric_step_loops(self.alpha)
+        appnp_step_loops(self.alpha)
         self._graph_cache = GraphCache(16)
         self._cached_edge_index = None
         self._cached_adj_t = None
@@ -104,6 +116,8 @@ class APPNP(nn.Module):
         x, batch = Batch.fold(x)
         s, w = self._propagation(x, edge_index, extra["edge_weight"])
         edge_dropout = self.training and self.dropout > 0.0
+        if isinstance(w, EdgeNorm):
+            return self._propagate_edge_norm(s, x, w, batch)
         if isinstance(w, VertexNorm):
             if not edge_dropout:  # the per-vertex form: d^-1/2 applied once per vertex, no edge weights
                 return self._propagate_vertex_norm(s, x, w, batch)
@@ -116,6 +130,15 @@ class APPNP(nn.Module):
             if edge_dropout:
                 wk = w * dropout_mask(w.shape, self.dropout, w)
             h = step(g, backend=self.backend, h=h, w=wk, h0=h0)
+        h = s.out(h)
+        return batch.unfold(h) if batch is not None else h
+
+    def _propagate_edge_norm(self, s, x, norm: EdgeNorm, batch):
+        step, g, h0 = appnp_step_loops(self.alpha), s.graph, s.src(x)
+        w, loop = norm.w.to(x.dtype), s.dst(norm.loop.to(x.dtype))
+        h = h0
+        for _ in range(self.K):
+            h = step(g, backend=self.backend, h=h, w=w, l=loop, h0=h0)
         h = s.out(h)
         return batch.unfold(h) if batch is not None else h
 
@@ -141,12 +164,12 @@ class APPNP(nn.Module):
             return s, w.unsqueeze(-1)
         def make(cache):
             s = resolve("APPNP", x, x, edge_index, flow=self.flow)
-            # with edge weights the K steps read per-edge normalised weights over the graph with its
-            # loops, computed once per call, rather than applying the vertex factors on every step
-            return gcn_norm(cache, s, edge_weight, self.add_self_loops, False, x.dtype, x.device, "APPNP",
-                            loops_as_edges=True)
-        # edge dropout draws its masks in the caller's edge order (as PyG, for the same draws)
-        return cached_normalisation(self, edge_index, make, reorder_edges=self.dropout == 0.0)
+            # with edge weights the K steps read normalised weights per edge, computed once per call
+            # (in destination order, streamed), rather than applying the vertex factors on every
+            # step; edge dropout draws a mask per edge of the graph with its loops, in PyG's order
+            form = "loops_as_edges" if self.dropout > 0.0 else "edge"
+            return gcn_norm(cache, s, edge_weight, self.add_self_loops, False, x.dtype, x.device, "APPNP", form)
+        return cached_normalisation(self, edge_index, make)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(K={self.K}, alpha={self.alpha})"
