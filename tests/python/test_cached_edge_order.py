@@ -1,7 +1,8 @@
 """GCNConv and APPNP with edge weights: GCNConv's per-vertex normalisation over the graph as
-given (``seastar.nn._gcn_norm._weighted_norm``), APPNP's over the graph with its loops as edges,
-and with ``cached=True`` the graph and weights kept with the edges in destination order
-(``in_destination_order``), so the kernels read the weights as a stream. Checked on every
+given (``seastar.nn._gcn_norm._weighted_norm``), APPNP's normalised weight per edge in
+destination order (``EdgeNorm``), and with ``cached=True`` the graph and weights kept with the
+edges in destination order (``in_destination_order``), so the kernels read the weights as a
+stream. Checked on every
 tricky graph (isolated vertices, self loops, several loops at a vertex, multi-edges, a hub, no
 edges), both backends, float64: forward and every gradient against plain torch implementing
 PyG's rules; the cached and uncached layers equal (the fused kernels' forward bit for bit: each
