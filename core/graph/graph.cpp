@@ -274,8 +274,6 @@ std::shared_ptr<const GraphData> GraphData::remove_self_loops(std::vector<int64_
 
 namespace {
 
-/// The rule replace_self_loops and self_loop_ids share: an edge u -> u is dropped, and reported
-/// in `loops` when u < num_loops; every other edge is kept, in order.
 /// Which edges (by id) are self loops, read off the in-edge index in one pass; `found` (when
 /// given) receives (edge id, vertex) of the loops at vertices below num_loops, in index order.
 std::vector<uint8_t> self_loop_flags(const Adjacency& in, int64_t num_dst, int64_t num_loops,
@@ -300,6 +298,8 @@ void check_num_loops(int64_t num_loops, int64_t num_src, int64_t num_dst) {
                   std::min(num_src, num_dst), "]");
 }
 
+/// The edge list's side of the same rule (a typed graph's replace_self_loops): an edge u -> u
+/// is dropped, and reported in `loops` when u < num_loops; every other edge is kept, in order.
 void split_self_loops(const std::vector<int64_t>& src, const std::vector<int64_t>& dst, int64_t num_loops,
                       int64_t num_src, int64_t num_dst, std::vector<int64_t>& kept, std::vector<int64_t>& loops,
                       std::vector<int64_t>& loop_vertex) {
