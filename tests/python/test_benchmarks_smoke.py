@@ -123,3 +123,25 @@ def test_threads_benchmark_compares_the_governor_on_and_off(tmp_path):
         assert row["threads_after"] == [1, 1] if row["threads"] == 1 else len(row["threads_after"]) == 2
     assert set(result["thread_governor_stats"]["0"]) >= {"other_cores", "lowered", "restored"}
     assert "governor off" in r.stdout and "thread governor after the block" in r.stdout
+
+
+def test_weighted_benchmark_times_each_implementation_and_the_ratio(tmp_path):
+    out = tmp_path / "weighted.json"
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_weighted.py"), "--num-nodes", "2000",
+           "--avg-degree", "5", "--widths", "16", "--rounds", "1", "--repeats", "2", "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, f"bench_weighted.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    result = json.loads(out.read_text())
+    assert {(row["layer"], row["impl"]) for row in result["rows"]} == {
+        (layer, impl) for layer in ("gcn", "appnp")
+        for impl in ("seastar", "seastar_cached", "pyg", "pyg_cached", "pyg_csr_cached")}
+    pyg = importlib.util.find_spec("torch_geometric") is not None
+    for row in result["rows"]:
+        if row["impl"].startswith("seastar") or pyg:
+            assert row["status"] == "ok", row
+            assert len(row["epoch_ms_all"]) == 2 and row["epoch_ms"] > 0 and row["first_epoch_ms"] > 0
+        else:
+            assert row["status"] == "unavailable"
+    for line in result["summary"]:
+        assert line["seastar"]["median_ms"] > 0 and line["seastar_cached"]["median_ms"] > 0
+        assert (line["seastar_vs_best_pyg"] is not None) == pyg

@@ -1,0 +1,179 @@
+#!/usr/bin/env python
+"""GCN and APPNP with edge weights: seastar against PyG, with and without ``cached=True``.
+
+    .venv/bin/python benchmarks/bench_weighted.py --num-nodes 100000 --widths 16,64 \\
+        --layers gcn,appnp --rounds 3 --out benchmarks/results/weighted/pl100k.json
+
+The peer suite (``run.py --peers``) runs the layers without edge weights; with weights the
+normalisation depends on them, so a layer either recomputes it every call (PyG's default) or
+keeps the first call's (``cached=True``). The model is the suite's (conv -> ReLU -> Linear(F, 16),
+cross-entropy over every vertex, Adam; APPNP: Linear(F, F), then K=10, alpha=0.1) on the suite's
+power-law graph with a uniform weight in [0.1, 1.1) per edge, given as the call's
+``edge_weight``.
+
+Implementations, each configuration in its own process (``_spawn.spawn_json``), interleaved over
+``--rounds``: ``seastar`` / ``seastar_cached`` (``seastar.nn`` on a ``seastar.Graph``), ``pyg`` /
+``pyg_cached`` (PyG on ``edge_index``) and ``pyg_csr_cached`` (PyG on a ``torch.sparse`` CSR
+``adj_t`` whose values are the weights, normalised once). Reported: the median epoch over
+``--repeats`` epochs after two untimed ones, the spread (min-max over rounds of the medians),
+the first epoch (normalisation, graph structures, kernel load) and seastar's ratio against the
+best PyG configuration with the same caching. PyG is optional (``benchmarks/requirements.txt``):
+without it the PyG rows say ``unavailable``.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "python"))
+
+from _spawn import spawn_json  # noqa: E402
+
+IMPLS = ("seastar", "seastar_cached", "pyg", "pyg_cached", "pyg_csr_cached")
+NUM_CLASSES, APPNP_K, APPNP_ALPHA = 16, 10, 0.1
+
+
+def _conv(layer: str, impl: str, F: int):
+    cached = impl.endswith("_cached")
+    if impl.startswith("seastar"):
+        import seastar.nn as snn
+        return snn.GCNConv(F, F, cached=cached) if layer == "gcn" else snn.APPNP(APPNP_K, APPNP_ALPHA, cached=cached)
+    import torch_geometric.nn as gnn
+    return gnn.GCNConv(F, F, cached=cached) if layer == "gcn" else gnn.APPNP(APPNP_K, APPNP_ALPHA, cached=cached)
+
+
+def child(cfg: dict) -> dict:
+    import torch
+    import torch.nn.functional as Fn
+    if cfg["impl"].startswith("pyg"):
+        import torch_geometric.nn  # noqa: F401
+    import seastar as ss  # the graph generator, for every implementation alike
+    torch.set_num_threads(cfg["threads"])
+    torch.manual_seed(0)
+    F, layer, impl = cfg["width"], cfg["layer"], cfg["impl"]
+    data = ss.datasets.power_law_graph(cfg["num_nodes"], cfg["avg_degree"], seed=0, build_graph=False)
+    ei, N = data.edge_index, data.num_nodes
+    w = torch.rand(ei.shape[1], generator=torch.Generator().manual_seed(1)) + 0.1
+    if impl.startswith("seastar"):
+        graph, args = ss.Graph.from_edge_index(ei, num_nodes=N), (w,)
+    elif impl == "pyg_csr_cached":
+        from torch_geometric.utils import to_torch_csr_tensor
+        graph, args = to_torch_csr_tensor(ei.flip(0), w, size=(N, N)), ()
+    else:
+        graph, args = ei, (w,)
+    conv = _conv(layer, impl, F)
+    pre = torch.nn.Linear(F, F) if layer == "appnp" else None
+    head = torch.nn.Linear(F, NUM_CLASSES)
+    params = list(conv.parameters()) + list(head.parameters()) + (list(pre.parameters()) if pre else [])
+    opt = torch.optim.Adam(params, lr=0.01)
+    x = torch.randn(N, F)
+    y = torch.randint(0, NUM_CLASSES, (N,))
+
+    def forward():
+        h = pre(x) if pre is not None else x
+        h = conv(graph, h, *args) if impl.startswith("seastar") else conv(h, graph, *args)
+        return head(torch.relu(h))
+
+    def epoch() -> float:
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        Fn.cross_entropy(forward(), y).backward()
+        opt.step()
+        return time.perf_counter() - t0
+
+    first = epoch()
+    epoch()
+    times = [epoch() for _ in range(cfg["repeats"])]
+    return dict(status="ok", epoch_ms=1e3 * statistics.median(times), epoch_ms_all=[1e3 * t for t in times],
+                first_epoch_ms=1e3 * first, num_edges=int(ei.shape[1]))
+
+
+def summarise(rows: list) -> list:
+    """Per (layer, width): each implementation's median over rounds and spread, and seastar's
+    ratio against the best PyG configuration with the same caching."""
+    out = []
+    keys = sorted({(r["layer"], r["width"]) for r in rows})
+    for layer, width in keys:
+        line = dict(layer=layer, width=width)
+        for impl in IMPLS:
+            ok = [r["epoch_ms"] for r in rows if (r["layer"], r["width"], r["impl"]) == (layer, width, impl)
+                  and r.get("status") == "ok"]
+            line[impl] = dict(median_ms=statistics.median(ok), min_ms=min(ok), max_ms=max(ok)) if ok else None
+        for mine, peers in (("seastar", ("pyg",)), ("seastar_cached", ("pyg_cached", "pyg_csr_cached"))):
+            best = [line[p]["median_ms"] for p in peers if line.get(p)]
+            line[f"{mine}_vs_best_pyg"] = (min(best) / line[mine]["median_ms"]) if best and line[mine] else None
+        out.append(line)
+    return out
+
+
+def _version(module: str) -> str:
+    from importlib.metadata import version
+    return version(module)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--num-nodes", type=int, default=100_000)
+    ap.add_argument("--avg-degree", type=int, default=20)
+    ap.add_argument("--widths", default="16,64")
+    ap.add_argument("--layers", default="gcn,appnp")
+    ap.add_argument("--impls", default=",".join(IMPLS), help=f"subset of {','.join(IMPLS)}")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--out", default="benchmarks/results/weighted/pl100k.json")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return 0
+    impls = args.impls.split(",")
+    for i in impls:
+        if i not in IMPLS:
+            raise SystemExit(f"unknown implementation {i!r}; choose from {', '.join(IMPLS)}")
+    pyg = importlib.util.find_spec("torch_geometric") is not None
+    rows = []
+    for rnd in range(args.rounds):
+        for layer in args.layers.split(","):
+            for width in (int(f) for f in args.widths.split(",")):
+                for impl in impls:
+                    cfg = dict(layer=layer, width=width, impl=impl, num_nodes=args.num_nodes,
+                               avg_degree=args.avg_degree, threads=args.threads, repeats=args.repeats)
+                    if impl.startswith("pyg") and not pyg:
+                        res = dict(status="unavailable", reason="PyTorch Geometric is not installed")
+                    else:
+                        res = spawn_json(os.path.abspath(__file__), cfg, args.threads, args.timeout)
+                    rows.append(dict(cfg, round=rnd, **res))
+                    shown = f"{res['epoch_ms']:.1f} ms" if res.get("status") == "ok" else res.get("reason")
+                    print(f"[round {rnd}] {layer} F={width} {impl}: {shown}", flush=True)
+    summary = summarise(rows)
+    for line in summary:
+        cells = ", ".join(f"{i} {line[i]['median_ms']:.1f} ms ({line[i]['min_ms']:.1f}-{line[i]['max_ms']:.1f})"
+                          for i in IMPLS if line.get(i))
+        ratios = ", ".join(f"{k} {line[k]:.2f}x" for k in ("seastar_vs_best_pyg", "seastar_cached_vs_best_pyg")
+                           if line.get(k))
+        print(f"{line['layer']} F={line['width']}: {cells}; {ratios}")
+    import torch
+    meta = dict(num_nodes=args.num_nodes, avg_degree=args.avg_degree, threads=args.threads, rounds=args.rounds,
+                repeats=args.repeats, python=platform.python_version(), machine=platform.machine(),
+                torch=torch.__version__, pyg=_version("torch_geometric") if pyg else None,
+                date=time.strftime("%Y-%m-%d %H:%M:%S"))
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(dict(meta=meta, rows=rows, summary=summary), f, indent=1)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
