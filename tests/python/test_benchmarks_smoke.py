@@ -128,20 +128,27 @@ def test_threads_benchmark_compares_the_governor_on_and_off(tmp_path):
 def test_weighted_benchmark_times_each_implementation_and_the_ratio(tmp_path):
     out = tmp_path / "weighted.json"
     cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_weighted.py"), "--num-nodes", "2000",
-           "--avg-degree", "5", "--widths", "16", "--rounds", "1", "--repeats", "2", "--out", str(out)]
+           "--avg-degree", "5", "--widths", "16", "--rounds", "1", "--repeats", "2", "--no-install",
+           "--out", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 0, f"bench_weighted.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     result = json.loads(out.read_text())
+    impls = ("seastar", "seastar_cached", "pyg", "pyg_cached", "pyg_csr_cached", "dgl", "dgl_cached")
     assert {(row["layer"], row["impl"]) for row in result["rows"]} == {
-        (layer, impl) for layer in ("gcn", "appnp")
-        for impl in ("seastar", "seastar_cached", "pyg", "pyg_cached", "pyg_csr_cached")}
+        (layer, impl) for layer in ("gcn", "appnp") for impl in impls}
     pyg = importlib.util.find_spec("torch_geometric") is not None
     for row in result["rows"]:
-        if row["impl"].startswith("seastar") or pyg:
+        if row["impl"] == "dgl_cached" and row["layer"] == "appnp":
+            assert row["status"] == "n/a"
+        elif row["impl"].startswith("dgl"):  # DGL's environment may not exist (never installed here)
+            assert row["status"] in ("ok", "unavailable"), row
+        elif row["impl"].startswith("seastar") or pyg:
             assert row["status"] == "ok", row
-            assert len(row["epoch_ms_all"]) == 2 and row["epoch_ms"] > 0 and row["first_epoch_ms"] > 0
         else:
             assert row["status"] == "unavailable"
+        if row["status"] == "ok":
+            assert len(row["epoch_ms_all"]) == 2 and row["epoch_ms"] > 0 and row["first_epoch_ms"] > 0
     for line in result["summary"]:
         assert line["seastar"]["median_ms"] > 0 and line["seastar_cached"]["median_ms"] > 0
-        assert (line["seastar_vs_best_pyg"] is not None) == pyg
+        if pyg:
+            assert line["seastar_vs_best_peer"] > 0 and line["seastar_cached_vs_best_peer"] > 0
