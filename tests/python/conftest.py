@@ -17,6 +17,7 @@ variants use four relations, one of them without edges and one holding about 90%
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -195,3 +196,16 @@ def small_graph() -> GraphCase:
 def graph_factory():
     """``graph_factory(name)`` builds any named graph (see ``ALL_GRAPH_NAMES``)."""
     return build_graph
+
+
+@functools.lru_cache(maxsize=None)
+def fused_available() -> bool:
+    """Whether this build runs the fused backend (tests forcing it skip where it does not)."""
+    import seastar as ss
+    from seastar.nn.gcn_conv import weighted_sum
+    g = ss.Graph.from_edge_index(torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
+    try:
+        weighted_sum(g, backend="fused", h=torch.ones(2, 3), w=torch.ones(2, 1))
+        return True
+    except NotImplementedError:
+        return False

@@ -12,13 +12,14 @@ weights)."""
 from __future__ import annotations
 
 import copy
-import functools
 
 import pytest
 import torch
 
 import seastar as ss
 import seastar.nn as snn
+
+from conftest import fused_available
 
 DT = torch.float64
 TOL = dict(rtol=1e-10, atol=1e-10)
@@ -64,17 +65,6 @@ def ref_appnp(ei, w, n, x, K, alpha):
 def in_destination_order(structure) -> bool:
     eid = structure.graph.tensors()["in_eid"].long()
     return torch.equal(eid, torch.arange(eid.numel()))
-
-
-@functools.lru_cache(maxsize=None)
-def fused_available() -> bool:
-    from seastar.nn.gcn_conv import weighted_sum
-    g = ss.Graph.from_edge_index(torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
-    try:
-        weighted_sum(g, backend="fused", h=torch.ones(2, 3), w=torch.ones(2, 1))
-        return True
-    except NotImplementedError:
-        return False
 
 
 def same_order(got, want, backend):
@@ -180,3 +170,12 @@ def test_the_uncached_layer_keeps_the_caller_order():
     layer = snn.GCNConv(F_IN, F_OUT).to(DT)
     layer(g, x, w)
     assert layer._cached_edge_index is None
+
+
+def test_an_unknown_normalisation_form_is_refused():
+    from seastar.nn._gcn_norm import gcn_norm
+    from seastar.nn._structure import Structure
+    from seastar.nn._utils import GraphCache
+    g = shuffled_graph()
+    with pytest.raises(ValueError, match="form='edges'"):
+        gcn_norm(GraphCache(), Structure(g, 5, 5, None), inputs(g)[1], True, False, DT, "cpu", form="edges")

@@ -3,7 +3,6 @@ implementation of its math (float64, forward and backward), eval-mode determinis
 GCN normalisation cache and a smoke run of examples/train.py."""
 
 import copy
-import functools
 import json
 import subprocess
 import sys
@@ -15,6 +14,8 @@ import torch.nn.functional as F
 
 import seastar as ss
 import seastar.nn as snn
+
+from conftest import fused_available
 
 REPO = Path(__file__).resolve().parents[2]
 TOL = dict(rtol=1e-10, atol=1e-10)
@@ -161,17 +162,6 @@ GRAPHS = {"awkward": awkward_graph(), "random": random_graph(11, 40, seed=3)}
 # Every layer's programs are forced onto each backend, so a silent fallback of the fused path to
 # the reference executor cannot hide a gap; "fused" is skipped where this build has no fused backend.
 BACKENDS = ["reference", "fused"]
-
-
-@functools.lru_cache(maxsize=None)
-def fused_available():
-    from seastar.nn.gcn_conv import weighted_sum
-    g = make(torch.tensor([[0, 1], [1, 0]]), 2)
-    try:
-        weighted_sum(g, backend="fused", h=torch.ones(2, 3), w=torch.ones(2, 1))
-        return True
-    except NotImplementedError:
-        return False
 
 
 def build(case, seed=0, backend=None):

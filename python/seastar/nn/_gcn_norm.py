@@ -39,8 +39,8 @@ from typing import NamedTuple, Optional, Tuple, Union
 import torch
 
 from .. import ops as ss
-from ..graph import Graph
 from ..program import vertex_program
+from ..reorder import destination_ordered
 from ._loops import loop_ids, loop_values, self_loops, with_loops
 from ._structure import Structure, is_sparse_tensor_like
 from ._utils import GraphCache, graph_uid, per_graph
@@ -112,6 +112,9 @@ def normalise(s: Structure, w: torch.Tensor) -> torch.Tensor:
     return dinv[src] * w * dinv[dst]
 
 
+NORM_FORMS = ("vertex", "edge", "loops_as_edges")
+
+
 def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor], add_self_loops: bool,
              improved: bool, dtype: torch.dtype, device, layer: str = "GCNConv", form: str = "vertex"
              ) -> Tuple[Structure, Union[torch.Tensor, VertexNorm, EdgeNorm]]:
@@ -120,6 +123,8 @@ def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor
     order, for a layer that propagates several times), with ``form="loops_as_edges"`` the graph
     with its self loops as edges and their normalised weights [E', 1] (for a per-edge mask over
     them)."""
+    if form not in NORM_FORMS:
+        raise ValueError(f"gcn_norm: form={form!r}; expected one of {NORM_FORMS}")
     w = edge_weights(s, edge_weight, layer)
     fill = 2.0 if improved else 1.0
     if w is None and s.layout is None:  # depends on the graph alone: once per graph, device and dtype
@@ -199,7 +204,7 @@ def in_edge_order(cache: GraphCache, s: Structure) -> Structure:
 
 
 def _in_edge_order(graph, s: Structure) -> Structure:
-    return Structure(Graph(graph._g.in_edge_order()), s.num_src, s.num_dst, None, None, s.layout)
+    return Structure(destination_ordered(graph), s.num_src, s.num_dst, None, None, s.layout)
 
 
 def _unweighted_norm(graph, num_src: int, num_dst: int, add_self_loops: bool, device: str,

@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional
 import torch
 
 from ..graph import Graph, tensor_of
+from ..reorder import destination_ordered
 from ._utils import GraphCache, graph_uid, per_graph
 
 
@@ -86,7 +87,7 @@ def _csc_ordered(graph: Graph, num_relations: int, layer: str) -> Graph:
     if not graph.has_edge_types:
         return graph
     edge_types(graph, num_relations, layer)  # validates the types against the relations
-    return Graph(graph._g.in_edge_order())  # the in-edge index is by destination, then type
+    return destination_ordered(graph)  # the in-edge index is by destination, then type
 
 
 def relation_norm(cache: GraphCache, graph: Graph, num_relations: int, device, dtype,
