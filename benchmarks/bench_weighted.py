@@ -194,12 +194,13 @@ def main() -> int:
                     cfg = dict(layer=layer, width=width, impl=impl, num_nodes=args.num_nodes,
                                avg_degree=args.avg_degree, threads=args.threads, repeats=args.repeats,
                                graph_path=graph_path)
-                    if impl.startswith("pyg") and not pyg:
+                    # a row that cannot exist is n/a whether or not its peer is installed
+                    if impl == "dgl_cached" and layer == "appnp":
+                        res = dict(status="n/a", reason="DGL's APPNPConv normalises its weights every call")
+                    elif impl.startswith("pyg") and not pyg:
                         res = dict(status="unavailable", reason="PyTorch Geometric is not installed")
                     elif impl.startswith("dgl") and not dgl.get("python"):
                         res = dict(status="unavailable", reason=f"DGL: {dgl.get('reason')}")
-                    elif impl == "dgl_cached" and layer == "appnp":
-                        res = dict(status="n/a", reason="DGL's APPNPConv normalises its weights every call")
                     else:
                         res = spawn_json(os.path.abspath(__file__), cfg, args.threads, args.timeout,
                                          python=dgl["python"] if impl.startswith("dgl") else None)
