@@ -71,9 +71,11 @@ Operand EmitterBase::emit_aggregation(int a, std::ostringstream& init, std::ostr
       init << "      T " << acc << "[" << D << "];\n      " << H << A << " = T(0);\n";
       pragma(update, "        ");
       update << "        " << H << A << " += " << X << ";\n";
+      // a division, not a product with 1 / deg: the quotient torch and the reference compute,
+      // so a mean that cancels exactly (x - mean(x) = 0 at a kink of abs or relu) does here too
       if (av.op == Op::agg_mean)
-        fin << "      { const T inv = T(1) / T(" << fn("max") << "<int64_t>(end - beg, 1)); " << H << A
-            << " *= inv; }\n";
+        fin << "      { const T deg = T(" << fn("max") << "<int64_t>(end - beg, 1)); " << H << A
+            << " /= deg; }\n";
       break;
     case Op::agg_max: case Op::agg_min: {
       const char* cmp = av.op == Op::agg_max ? ">" : "<";

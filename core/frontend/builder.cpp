@@ -215,12 +215,14 @@ Var Builder::type_index(const Var& table, const Var& type) {
   return append(std::move(v), type.elist());
 }
 
-Var Builder::aggregate(Op op, const Var& x) {
+Var Builder::aggregate(Op op, const Var& x, bool zero_tie) {
   if (x.value().space != Space::Edge || x.elist() == Group::None)
     fail(std::string("'") + op_info(op).name + "' needs values of an edge list, e.g. "
          "[f(e) for e in v.in_edges()]; got a " + to_string(x.value().space) + " value");
+  if (zero_tie && op != Op::agg_max && op != Op::agg_min)
+    fail(std::string("'") + op_info(op).name + "' has no tie rule to choose (only max and min do)");
   Value v;
-  v.op = op, v.inputs = {x.id()}, v.group = x.elist();
+  v.op = op, v.inputs = {x.id()}, v.group = x.elist(), v.p0 = zero_tie ? 1 : 0;
   return append(std::move(v), Group::None);
 }
 

@@ -87,7 +87,8 @@ class Builder {
   Var unsqueeze(const Var& x);
   Var matmul(const Var& x, const Var& w);             ///< x @ W (W a Param or a typed Param row)
   Var type_index(const Var& table, const Var& type);  ///< P[type]
-  Var aggregate(ir::Op op, const Var& edge_value);    ///< over the value's own edge list
+  /// Over the value's own edge list; `zero_tie` (max/min only) selects PyG's tie rule (ops.def).
+  Var aggregate(ir::Op op, const Var& edge_value, bool zero_tie = false);
   Var softmax(const Var& edge_value);
 
   /// Ends the trace: checks outputs (Vertex or Edge values) and returns the module.

@@ -4,15 +4,16 @@
  *   gather.G(x)        -> dx = agg_sum.G(g)             an in-edge read becomes an out-edge sum
  *   agg_sum.G(x)       -> dx = gather.G(g)
  *   agg_mean.G(x)      -> dx = gather.G(g / max(deg.G, 1))
- *   agg_max.G(x)       -> dx = gather.G(g) * (edge_id == gather.G(agg_argmax.G(x)))   one edge per max
+ *   agg_max.G(x) = y   -> dx = gather.G(g / agg_sum.G(hit)) * hit,  hit = (x == gather.G(y))   ties share g
+ *                         (zero_tie: g / (agg_sum.G(hit) + (y == 0)), PyG's scatter rule)
  *   fmax(x) = y        -> dx = expand(g / fsum(hit)) * hit,  hit = (x == expand(y))   ties share g
  *   maximum(a, b)      -> da = g * p,  db = g * (1 - p),  p = step(a - b) + 0.5 * (a == b)
  *   softmax.G(s) = y   -> ds = y * (g - gather.G(agg_sum.G(y * g)))
  *   x @ W              -> dx = g @ W^T,  dW = sum_rows(outer(x, g))  (or per type for W[t])
  * Broadcasting is undone with sum_to; a Param used by every row gets sum_rows.
- * Ties follow torch: a feature-axis max (torch.amax) and maximum/minimum (torch.maximum) split
- * the gradient evenly among the tied elements; an aggregation over edges gives all of it to
- * the tied edge with the smallest id, as torch.max(dim) returns one index per row.
+ * Ties follow torch: an aggregation max/min over edges (torch.scatter_reduce amax/amin, PyG's
+ * max aggregation), a feature-axis max (torch.amax) and maximum/minimum (torch.maximum) split
+ * the gradient evenly among the tied elements.
  */
 #include <set>
 
@@ -120,9 +121,14 @@ class Differentiator {
         return;
       case Op::agg_max: case Op::agg_min:
         if (want(0)) {
-          int arg = emit(v.op == Op::agg_max ? Op::agg_argmax : Op::agg_argmin, {in(0)}, v.group);
-          int hit = emit(Op::eq, {emit_edge_id(), emit(Op::gather, {arg}, v.group)});
-          accumulate(in(0), mul(emit(Op::gather, {g}, v.group), hit));
+          // torch.scatter_reduce's amax/amin rule: the k edges that attain the extreme share g
+          // evenly (g / k each, per feature element). k counts at least 1 where the centre has
+          // edges; the max(k, 1) keeps an edgeless centre's share finite, since it is never read
+          int hit = emit(Op::eq, {in(0), emit(Op::gather, {i}, v.group)});
+          int ties = emit(Op::agg_sum, {hit}, v.group);
+          if (v.p0 != 0) ties = emit(Op::add, {ties, emit(Op::eq, {i, constant(0)})});  // zero_tie: PyG's
+          ties = emit(Op::maximum, {ties, constant(1)});
+          accumulate(in(0), mul(emit(Op::gather, {emit(Op::div, {g, ties})}, v.group), hit));
         }
         return;
       case Op::softmax:
@@ -146,6 +152,9 @@ class Differentiator {
       case Op::div:
         if (want(0)) accumulate(in(0), emit(Op::div, {g, in(1)}));
         if (want(1)) accumulate(in(1), emit(Op::neg, {emit(Op::div, {mul(g, i), in(1)})}));
+        return;
+      case Op::keep_pos:  // b (a degree) is piecewise constant
+        if (want(0)) accumulate(in(0), emit(Op::keep_pos, {g, in(1)}));
         return;
       case Op::maximum: case Op::minimum: {
         // torch.maximum's rule: the larger (smaller) operand takes the gradient, a tie splits it

@@ -9,9 +9,11 @@
  *   hoist:     op(gather.G a, gather.G b) -> gather.G(op(a, b)) (also with Param operands): an
  *              elementwise op of values of one endpoint is a vertex value, so the planner may
  *              compute it once per vertex instead of once per edge (GCN's e.src.norm * e.src.h)
- *   factor:    agg_sum.G(gather.G(a) * x) -> a * agg_sum.G(x) (also agg_mean, and a Param a): a
- *              factor of the centre vertex is applied once per centre after the sum, not once per
- *              edge. (With a non-finite factor an isolated centre gives a * 0 = NaN, not 0.)
+ *   factor:    agg_sum.G(gather.G(a) * x) -> keep_pos(a, degree.G) * agg_sum.G(x) (also agg_mean,
+ *              and a Param a, taken as it is): a factor of the centre vertex is applied once per
+ *              centre after the sum, not once per edge. keep_pos zeroes it at centres without
+ *              edges, where it was never read: a hoisted per-centre value is computed there too
+ *              and may be inf or NaN (a softmax normaliser over no edges), and a * 0 would be NaN
  *   dce:       values no output reaches are dropped (leaves too, so unused inputs vanish)
  */
 #include <algorithm>
@@ -154,7 +156,14 @@ Value factor_centre(Module& out, const std::vector<int>& uses, Value v) {
     const Value& f = out.at(x.inputs[side]);
     const bool centre = f.op == Op::gather && f.group == v.group;
     if (!centre && f.space != Space::Param) continue;
-    const int factor = centre ? f.inputs[0] : f.id;
+    int factor = f.id;
+    if (centre) {
+      Value deg;
+      deg.op = Op::degree, deg.group = v.group, deg.dtype = DType::Float, deg.space = Space::Vertex, deg.loc = v.loc;
+      Value kept;
+      kept.op = Op::keep_pos, kept.inputs = {f.inputs[0], add_typed(out, std::move(deg))}, kept.loc = v.loc;
+      factor = add_typed(out, std::move(kept));
+    }
     Value agg = v;
     agg.inputs = {x.inputs[1 - side]};
     const int ai = add_typed(out, std::move(agg));

@@ -39,10 +39,30 @@ def _aggregate(op: str, fn: str):
     return aggregate
 
 
+TIE_RULES = ("even", "pyg")
+"""How max and min share the gradient among tied edges: ``"even"`` (g / k to each of the k
+tied edges, as ``torch.amax`` and ``torch.scatter_reduce`` from a start that does not tie), or
+``"pyg"`` (PyG's scatter: it starts from zeros with ``include_self=False``, and torch then counts
+that start as one more tie where the extreme is exactly 0, so each tied edge gets g / (k + 1)
+there and g / k elsewhere)."""
+
+
+def _extreme(op: str, fn: str):
+    def extreme(items, ties: str = "even"):
+        if ties not in TIE_RULES:
+            raise ValueError(f"seastar.{fn}: ties must be one of {TIE_RULES}, got {ties!r}")
+        x = _edge_value(items, fn)
+        return x._t.call("aggregate", op, x._v, ties == "pyg")
+    extreme.__name__ = fn
+    extreme.__doc__ = (f"{fn} over the centre vertex's edges of the list; 0 for a vertex without edges. "
+                       f"``ties`` is the gradient's rule at ties (``seastar.ops.TIE_RULES``).")
+    return extreme
+
+
 sum = _aggregate("agg_sum", "sum")  # noqa: A001 - mirrors Python's sum on purpose
 mean = _aggregate("agg_mean", "mean")
-max = _aggregate("agg_max", "max")  # noqa: A001
-min = _aggregate("agg_min", "min")  # noqa: A001
+max = _extreme("agg_max", "max")  # noqa: A001
+min = _extreme("agg_min", "min")  # noqa: A001
 
 
 def softmax(scores):

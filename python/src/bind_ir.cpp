@@ -105,7 +105,9 @@ void bind_ir(py::module_& m) {
       .def("unsqueeze", &Builder::unsqueeze)
       .def("matmul", &Builder::matmul)
       .def("type_index", &Builder::type_index)
-      .def("aggregate", [](Builder& b, const std::string& op, const Var& x) { return b.aggregate(op_of(op), x); })
+      .def("aggregate", [](Builder& b, const std::string& op, const Var& x, bool zero_tie) {
+        return b.aggregate(op_of(op), x, zero_tie);
+      }, py::arg("op"), py::arg("x"), py::arg("zero_tie") = false)
       .def("softmax", &Builder::softmax)
       .def("finish", &Builder::finish, py::arg("outputs"), py::arg("names") = std::vector<std::string>{});
 

@@ -9,8 +9,8 @@ A helper module for the front-end tests (not a test file). Every entry of ``MODE
 * ``make_inputs(graph, seed, ...)``: seeded random tensors bound by name.
 
 Conventions shared by both sides: an isolated vertex (no edges in the aggregated list) gets 0
-from every aggregation, mean divides by max(degree, 1), and max/min send the gradient of each
-(vertex, feature) to exactly one edge, the smallest edge id among ties.
+from every aggregation, mean divides by max(degree, 1), and max/min split the gradient of each (vertex, feature)
+evenly among the tied edges (torch.scatter_reduce's amax/amin rule).
 
 The programs of GCN, GAT and R-GCN are also written with the C++ API in
 tests/cpp/test_golden.cpp, and the two traces must print identically. So the Python source reads
@@ -110,18 +110,10 @@ def _agg_mean(x: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def _agg_extreme(x: torch.Tensor, index: torch.Tensor, n: int, reduce: str) -> torch.Tensor:
-    """max/min per group whose gradient reaches only the first edge (by id) attaining it."""
-    with torch.no_grad():
-        shape = (-1,) + (1,) * (x.dim() - 1)
-        idx = index.view(shape).expand_as(x)
-        best = x.new_zeros((n,) + x.shape[1:]).scatter_reduce(0, idx, x, reduce=reduce, include_self=False)
-        num_e = x.shape[0]
-        eid = torch.arange(num_e).view(shape).expand_as(x)
-        cand = torch.where(x == best[index], eid, torch.full_like(eid, num_e))
-        first = torch.full((n,) + x.shape[1:], num_e, dtype=torch.long).scatter_reduce(
-            0, idx, cand, reduce="amin", include_self=True)
-        mask = (eid == first[index]).to(x.dtype)  # one-hot over each group's edges
-    return _agg_sum(mask * x, index, n)
+    """max/min per group (0 for an empty one) whose gradient torch's scatter_reduce splits evenly
+    among the tied edges of each (vertex, feature)."""
+    idx = index.view((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
+    return x.new_zeros((n,) + x.shape[1:]).scatter_reduce(0, idx, x, reduce=reduce, include_self=False)
 
 
 def _softmax(s: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:

@@ -134,6 +134,7 @@ INTERNAL = {
     "mul": (lambda a, b, p0, p1: a * b, 0, 0),
     "div": (lambda a, b, p0, p1: a / b, 0, 0),
     "eq": (lambda a, b, p0, p1: (a == b).to(a.dtype), 0, 0),
+    "keep_pos": (lambda a, b, p0, p1: torch.where(b > 0, a, torch.zeros_like(a)), 0, 0),
 }
 
 

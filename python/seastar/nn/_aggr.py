@@ -36,12 +36,12 @@ def neighbour_mean(v):
 
 @vertex_program(name="neighbour_max")
 def neighbour_max(v):
-    return ss.max(e.src.h for e in v.in_edges())
+    return ss.max((e.src.h for e in v.in_edges()), ties="pyg")
 
 
 @vertex_program(name="neighbour_min")
 def neighbour_min(v):
-    return ss.min(e.src.h for e in v.in_edges())
+    return ss.min((e.src.h for e in v.in_edges()), ties="pyg")
 
 
 @vertex_program(name="weighted_mean")
@@ -51,12 +51,12 @@ def weighted_mean(v):
 
 @vertex_program(name="weighted_max")
 def weighted_max(v):
-    return ss.max(e.src.h * e.w for e in v.in_edges())
+    return ss.max((e.src.h * e.w for e in v.in_edges()), ties="pyg")
 
 
 @vertex_program(name="weighted_min")
 def weighted_min(v):
-    return ss.min(e.src.h * e.w for e in v.in_edges())
+    return ss.min((e.src.h * e.w for e in v.in_edges()), ties="pyg")
 
 
 @vertex_program(name="softmax_aggregation")
