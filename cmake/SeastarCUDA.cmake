@@ -11,34 +11,48 @@ add_library(seastar_cuda_config INTERFACE)
 
 if(SEASTAR_ENABLE_CUDA)
   find_package(CUDAToolkit QUIET)
-  set(_cuda_inc "")
+  set(_cuda_inc "")   # every folder of the toolkit's headers, a list
+  set(_cuda_main "")  # the one of them with cuda.h and nvrtc.h: the toolkit root is its parent
   if(CUDAToolkit_FOUND)
-    set(_cuda_inc ${CUDAToolkit_INCLUDE_DIRS})
-  else()
-    # find_package(CUDAToolkit) wants nvcc on the PATH; the headers are all Seastar needs. Last
-    # resort: the headers of the NVIDIA pip packages that torch's CUDA 13 wheels depend on.
+    # a list: CMake 4's FindCUDAToolkit gives the folders nvcc itself searches, which for CUDA 13
+    # are include/ and include/cccl
+    foreach(_inc IN LISTS CUDAToolkit_INCLUDE_DIRS)
+      if(EXISTS ${_inc}/nvrtc.h AND EXISTS ${_inc}/cuda.h AND EXISTS ${_inc}/cuda_runtime_api.h)
+        set(_cuda_main ${_inc})
+        set(_cuda_inc ${CUDAToolkit_INCLUDE_DIRS})
+        break()
+      endif()
+    endforeach()
+  endif()
+  if(NOT _cuda_main)
+    # find_package(CUDAToolkit) wants nvcc on the PATH (and may find a toolkit without NVRTC);
+    # the headers are all Seastar needs. Last resort: the headers of the NVIDIA pip packages
+    # that torch's CUDA 13 wheels depend on.
     get_filename_component(_site ${SEASTAR_TORCH_DIR} DIRECTORY)
     foreach(_inc $ENV{CUDA_HOME}/include $ENV{CUDA_PATH}/include /usr/local/cuda/include ${_site}/nvidia/cu13/include)
       if(EXISTS ${_inc}/nvrtc.h AND EXISTS ${_inc}/cuda.h AND EXISTS ${_inc}/cuda_runtime_api.h)
+        set(_cuda_main ${_inc})
         set(_cuda_inc ${_inc})
         break()
       endif()
     endforeach()
   endif()
-  if(_cuda_inc AND NOT EXISTS ${SEASTAR_TORCH_LIB_DIR}/libtorch_cuda.so)
+  if(_cuda_main AND NOT EXISTS ${SEASTAR_TORCH_LIB_DIR}/libtorch_cuda.so)
     message(STATUS "Seastar: CUDA toolkit found but torch (${SEASTAR_TORCH_VERSION}) has no CUDA: CPU-only build")
-  elseif(_cuda_inc)
+  elseif(_cuda_main)
     set(SEASTAR_WITH_CUDA ON)
     set(SEASTAR_CUDA_INCLUDE_DIRS ${_cuda_inc})
-    message(STATUS "Seastar: CUDA backend on (headers in ${_cuda_inc}; NVRTC and the driver are loaded at run time)")
+    list(JOIN _cuda_inc ", " _shown)
+    message(STATUS "Seastar: CUDA backend on (headers in ${_shown}; NVRTC and the driver are loaded at run time)")
     target_compile_definitions(seastar_cuda_config INTERFACE SEASTAR_WITH_CUDA=1)
-    # the toolkit's headers are for Seastar's own CUDA sources: its installed headers need none
-    target_include_directories(seastar_cuda_config SYSTEM INTERFACE $<BUILD_INTERFACE:${_cuda_inc}>)
+    # the toolkit's headers are for Seastar's own CUDA sources: its installed headers need none.
+    # Quoted, so that a list stays inside the one generator expression.
+    target_include_directories(seastar_cuda_config SYSTEM INTERFACE "$<BUILD_INTERFACE:${_cuda_inc}>")
     # torch's CUDA libraries, for at::cuda::getCurrentCUDAStream (the launch glue only), and the
     # CUDA runtime torch itself loads (c10's inline CUDA helpers call it), so that executables
     # link too (a Python extension would find it in the process)
     get_filename_component(_site ${SEASTAR_TORCH_DIR} DIRECTORY)
-    get_filename_component(_cuda_root ${_cuda_inc} DIRECTORY)
+    get_filename_component(_cuda_root ${_cuda_main} DIRECTORY)
     find_file(SEASTAR_CUDART NAMES libcudart.so.13 libcudart.so.12 libcudart.so
       HINTS ${_site}/nvidia/cu13/lib ${_site}/nvidia/cuda_runtime/lib ${_cuda_root}/lib64 ${_cuda_root}/lib
       NO_DEFAULT_PATH)

@@ -1,11 +1,12 @@
 """``python -m seastar``: what this installation is made of and whether it can run kernels.
 
-    python -m seastar            # the diagnosis: versions, compiler, CUDA, kernel cache, threads
+    python -m seastar            # the diagnosis: versions, compiler, libstdc++, CUDA, kernel cache, threads
     python -m seastar --check    # also compiles and runs a small fused program against plain torch
 
 Exits with 1 when something seastar needs is missing (no host compiler for the CPU kernels) or
 the check fails, so scripts can use it as a health check. A torch that does not match the one
-seastar was built against stops ``import seastar`` itself, with both versions in the message.
+seastar was built against stops ``import seastar`` itself, with both versions in the message, and
+so does an extension that carries its own copy of libstdc++ (the message names its compiler and the fix).
 """
 from __future__ import annotations
 
@@ -57,6 +58,18 @@ def _cuda() -> list:
     return lines
 
 
+def _libstdcxx() -> str:
+    """The libstdc++ the extension calls. One that carries a copy of its own never gets here: `import
+    seastar` refuses it with an ImportError that names the fix (its first call would crash)."""
+    where = _C.libstdcxx_use(_C.__file__)[1]
+    torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+    try:
+        shared = _C.libstdcxx_use(torch_lib)[1] == where
+    except ValueError:  # a torch laid out otherwise: nothing to compare with
+        shared = False
+    return f"{where or 'none'}{' (the one torch uses)' if shared else ''}"
+
+
 def _cache() -> str:
     path = _C.kernel_cache_dir()
     if not os.path.isdir(path):
@@ -99,6 +112,7 @@ def main(argv=None) -> int:
         ("torch", f"{torch.__version__} (built against {_version.torch_version}) at {os.path.dirname(torch.__file__)}"),
         ("python", f"{sys.version.split()[0]} at {sys.executable}"),
         ("host compiler", compiler),
+        ("libstdc++", _libstdcxx()),
         *_cuda(),
         ("kernel cache", _cache()),
         ("threads", f"{torch.get_num_threads()} (torch.get_num_threads(), shared with the kernels' worker pool; "

@@ -5,10 +5,14 @@
 #include "core/util/log.h"
 #include "kernels/subprocess.h"
 #include "python/src/bindings.h"
+#include "python/src/libstdcxx_guard.h"
 
 namespace py = pybind11;
 
 PYBIND11_MODULE(_C, m) {
+  // before anything else: an extension with its own libstdc++ imports fine and crashes later
+  seastar::python::check_own_libstdcxx();
+
   m.doc() = "Seastar's C++ core: graphs, the GIR tracer and passes, and the fused-kernel runtime.";
 
   // C++ exception types -> Python exceptions. TraceError and CompileError are Seastar's own.
@@ -53,4 +57,5 @@ PYBIND11_MODULE(_C, m) {
   seastar::python::bind_program(m);
   seastar::python::bind_sampling(m);
   seastar::python::bind_cuda(m);
+  seastar::python::bind_libstdcxx(m);
 }

@@ -10,6 +10,10 @@
 # device tool: run(command="tests/gpu/run.sh $OUT", carry=["third_party_headers"], timeout_s=600).
 # Writes at most 8 files to OUT_DIR (the device tool returns no more): summary.txt, build.log,
 # env.txt, pytest_cuda.log, pytest_codegen.log, registers.json, bench.md, bench.json.
+# The build takes the machine's CXX. A compiler that links libstdc++.a into the extension (which
+# would crash at its first call) is fixed or refused at configure, with the fix in build.log and
+# summary.txt; SEASTAR_CMAKE_ARGS="-DSEASTAR_BUILD_EXAMPLES=OFF -DCMAKE_CXX_COMPILER=/usr/bin/g++"
+# picks another compiler.
 # Every step runs even when an earlier one failed (one run shows everything); the exit status
 # is non-zero when any step failed. The whole run stays within GPU_TOTAL_BUDGET seconds (default
 # 570, under the device tool's 600): each step's time limit is the smaller of its own
