@@ -1,6 +1,6 @@
 """The vertex-program fuzzer: random programs, forward and backward in float64, against plain torch.
 
-    python tests/fuzz/fuzz.py --count 200 --seed 1000 --jobs 2 [--backends fused,reference]
+    python tests/fuzz/fuzz.py --count 200 --seed 1000 --jobs 2 [--backends fused,reference] [--profile hard]
 
 Program ``seed`` is ``programs.random_program(seed)`` on a small graph with every hazard (an
 isolated vertex, a vertex without in-edges, a self-loop, a repeated edge, a hub; edge types
@@ -8,6 +8,8 @@ when the program reads them), inputs drawn from the same seed. Each backend's ou
 gradients (for a random output gradient) must match programs.evaluate's to 1e-9. Programs run in worker processes, a batch each; a batch that
 dies (a crash, a signal) is re-run one program per process, so the crash is pinned to a seed.
 Each failure prints its seed and the program's source; the exit status is 1 if any failed.
+``--profile`` picks the kind of program (programs.PROFILES: default, hard, ties); the hard and
+ties profiles also run some programs on a graph without edges and on a single vertex.
 A backend that reports a program unsupported (NotImplementedError) is counted, not failed.
 """
 from __future__ import annotations
@@ -30,10 +32,13 @@ if importlib.util.find_spec("seastar") is None:  # a source checkout: the packag
     sys.path.insert(0, str(HERE.parents[1] / "python"))
 
 
-def graph_edges(seed: int):
-    """edge_index [2, E] over 8 vertices: vertex 7 isolated, vertex 6 without in-edges."""
+def graph_edges(seed: int, profile: str = "default"):
+    """edge_index [2, E] over 8 vertices: vertex 7 isolated, vertex 6 without in-edges. In the
+    hard and ties profiles one seed in 8 runs on 8 vertices without edges, one on a single vertex."""
     import torch
 
+    if profile != "default" and seed % 8 in (3, 5):
+        return torch.zeros(2, 0, dtype=torch.long), (8 if seed % 8 == 3 else 1)
     gen = torch.Generator().manual_seed(seed)
     n_random = int(torch.randint(6, 14, (1,), generator=gen))
     src = torch.randint(0, 7, (n_random,), generator=gen)
@@ -44,15 +49,15 @@ def graph_edges(seed: int):
     return torch.stack([src, dst]), 8
 
 
-def check(seed: int, backends: Sequence[str]) -> Dict:
+def check(seed: int, backends: Sequence[str], profile: str = "default") -> Dict:
     """Runs program `seed` on every backend; {"seed", "status", "detail"} (status ok/unsupported/fail)."""
     import torch
 
     import programs
     import seastar as ss
 
-    program = programs.random_program(seed)
-    edge_index, n = graph_edges(seed)
+    program = programs.random_program(seed, profile)
+    edge_index, n = graph_edges(seed, profile)
     edge_type = None
     if programs.is_typed(program):  # W[e.type]: a typed graph, types drawn from the seed
         edge_type = torch.randint(0, programs.NUM_EDGE_TYPES, (edge_index.shape[1],),
@@ -74,7 +79,7 @@ def check(seed: int, backends: Sequence[str]) -> Dict:
     expected_grads = _grads(expected, ref_in, grad_out)
     unsupported = []
     for backend in backends:
-        prog = ss.vertex_program(programs.build(program), name=f"fuzz_{seed}")
+        prog = ss.vertex_program(programs.build(program), name=f"fuzz_{profile}_{seed}")
         ours_in = leaves()
         try:
             outs = prog(graph, backend=backend, **ours_in)
@@ -105,27 +110,28 @@ def _grads(outs, leaves, grad_out):
     return {k: torch.zeros_like(x) if g is None else g for k, x, g in zip(leaves, xs, gs)}
 
 
-def _worker(seeds: Sequence[int], backends: Sequence[str]) -> None:
+def _worker(seeds: Sequence[int], backends: Sequence[str], profile: str) -> None:
     crash = os.environ.get("SEASTAR_FUZZ_CRASH_SEED")  # tests of the pool itself: die on this seed
     for seed in seeds:
         if crash and int(crash) == seed:
             os.kill(os.getpid(), signal.SIGSEGV)
         try:
-            r = check(seed, backends)
+            r = check(seed, backends, profile)
         except Exception as e:  # a generator bug or an unexpected error: a failure with its message
-            r = {"seed": seed, "status": "fail", "detail": f"{type(e).__name__}: {e}", "source": _source(seed)}
+            r = {"seed": seed, "status": "fail", "detail": f"{type(e).__name__}: {e}",
+                 "source": _source(seed, profile)}
         print(json.dumps(r), flush=True)
 
 
-def _source(seed: int) -> str:
+def _source(seed: int, profile: str) -> str:
     import programs
 
-    return programs.source(programs.random_program(seed))
+    return programs.source(programs.random_program(seed, profile))
 
 
-def _run_batch(seeds: List[int], backends: Sequence[str], timeout: float) -> List[Dict]:
+def _run_batch(seeds: List[int], backends: Sequence[str], timeout: float, profile: str) -> List[Dict]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--backends", ",".join(backends),
-           *map(str, seeds)]
+           "--profile", profile, *map(str, seeds)]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         rc, out, err = p.returncode, p.stdout, p.stderr
@@ -139,21 +145,21 @@ def _run_batch(seeds: List[int], backends: Sequence[str], timeout: float) -> Lis
     missing = [s for s in seeds if s not in done]
     if missing and len(seeds) > 1:  # pin the crash (or hang) on its program
         for s in missing:
-            done.update({r["seed"]: r for r in _run_batch([s], backends, timeout)})
+            done.update({r["seed"]: r for r in _run_batch([s], backends, timeout, profile)})
     elif missing:
         how = "a hang (timed out)" if rc == "timeout" else f"a crash (exit status {rc})"
         done[seeds[0]] = {"seed": seeds[0], "status": "fail", "detail": f"{how}\n{err[-4000:]}",
-                          "source": _source(seeds[0])}
+                          "source": _source(seeds[0], profile)}
     return [done[s] for s in seeds]
 
 
 def run(seeds: Sequence[int], backends: Sequence[str] = ("reference", "fused"), jobs: int = 1, batch: int = 10,
-        timeout: float = 900) -> List[Dict]:
-    """Checks every seed in worker processes; returns one result per seed."""
+        timeout: float = 900, profile: str = "default") -> List[Dict]:
+    """Checks every seed of `profile` in worker processes; returns one result per seed."""
     seeds = list(seeds)
     batches = [seeds[i:i + batch] for i in range(0, len(seeds), batch)]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = pool.map(lambda b: _run_batch(b, backends, timeout), batches)
+        results = pool.map(lambda b: _run_batch(b, backends, timeout, profile), batches)
     return [r for rs in results for r in rs]
 
 
@@ -175,14 +181,15 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2), help="worker processes at once")
     ap.add_argument("--batch", type=int, default=10, help="programs per worker process")
     ap.add_argument("--backends", default="reference,fused")
+    ap.add_argument("--profile", default="default", help="kind of program: default, hard or ties")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("seeds", nargs="*", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     backends = [b for b in a.backends.split(",") if b]
     if a.worker:
-        _worker(a.seeds, backends)
+        _worker(a.seeds, backends, a.profile)
         return 0
-    results = run(range(a.seed, a.seed + a.count), backends, a.jobs, a.batch)
+    results = run(range(a.seed, a.seed + a.count), backends, a.jobs, a.batch, profile=a.profile)
     print(report(results))
     return 1 if any(r["status"] == "fail" for r in results) else 0
 

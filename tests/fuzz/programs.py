@@ -6,7 +6,7 @@ the same function with plain torch over the edge list, written here without seas
 reference executor, so the two share no code. The tie rules are the documented ones
 (docs/ARCHITECTURE.md): a feature-axis max splits the gradient among ties (torch.amax),
 maximum/minimum give half to each operand of a tie (torch.maximum), an aggregation max/min
-gives it to the tied edge with the smallest id (built here with torch.gather).
+splits it evenly among the tied edges (torch.scatter_reduce from a start that never ties).
 
 Node forms (space V: the centre vertex, E: an edge of the enclosing aggregation's list; shapes
 S = [H, F], P = [H, 1]):
@@ -17,8 +17,21 @@ S = [H, F], P = [H, 1]):
   ("smax", s, m)   sum of softmax(s) * m over the in-edges
   ("tmv", x)       x @ W[e.type]  (W [R, F, F], a typed parameter; x an S value of the edge)
   ("mv", x)        x @ W0         (W0 [F, F], a parameter; x an S value of the centre)
+  ("ctr", name)  the centre's <name> read through the edge (e.dst on in-edges, e.src on out-edges)
+  ("sm", s)      ss.softmax(s): s normalised over the enclosing edge list (an E value)
+  ("deg",)       v.in_degree
+  ("smax", s, m, "out"): the same over v.out_edges()
 The tree is drawn first (one random stream), then a second stream from the same seed turns some
 aggregations into out-edge ones and wraps some S leaves in the parameter products.
+
+Profiles (``random_program(seed, profile)``):
+  default  the shapes above at their base rates
+  hard     nested aggregations (a centre aggregation inside an edge expression), softmax scores
+           that depend only on the centre (``e.dst.s``, times ``v.in_degree``), softmax over
+           out-edges, softmax as an edge value inside any expression, typed parameters more often
+  ties     the hard shapes on integer-valued inputs and parameters, so maxima, minima, kinks
+           (relu, abs, clamp) and maximum/minimum tie exactly; every value stays an exact
+           integer until a transcendental op, so both sides see the same ties
 """
 from __future__ import annotations
 
@@ -35,12 +48,14 @@ BINARY = ["add", "sub", "mul", "safe_div", "maximum", "minimum"]
 REDUCE = ["sum", "mean", "max"]
 AGGREGATE = ["sum", "mean", "max", "min"]
 NUM_EDGE_TYPES = 3  # of the typed graph a program reading W[e.type] runs on
+PROFILES = ("default", "hard", "ties")
 
 
 # -- generation --------------------------------------------------------------------------------
 class _Gen:
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, hard: bool = False):
         self.rng = rng
+        self.hard = hard
 
     def pick(self, xs):
         return self.rng.choice(xs)
@@ -54,9 +69,14 @@ class _Gen:
         if shape == "P" and r < 0.3:
             return ("red", self.pick(REDUCE), self.tree(space, self.pick("SP"), depth - 1))
         if space == "V" and r < 0.55:
-            if self.rng.random() < 0.25 and depth >= 2:
-                return ("smax", self.tree("E", "P", depth - 2), self.tree("E", shape, depth - 1))
+            if self.rng.random() < (0.4 if self.hard else 0.25) and depth >= 2:
+                return ("smax", self.score(depth - 2), self.tree("E", shape, depth - 1))
             return ("agg", self.pick(AGGREGATE), self.tree("E", shape, depth - 1))
+        if self.hard and space == "E" and r < 0.4:
+            if self.rng.random() < 0.5:  # nested: the centre's own aggregation, read on its edges
+                return ("bin", self.pick(["mul", "add", "sub"]), self.tree("E", shape, depth - 1),
+                        ("agg", self.pick(AGGREGATE), self.tree("E", shape, depth - 1)))
+            return ("sm", self.tree("E", shape, depth - 1))
         if r < 0.65:
             op = self.pick(UNARY)
             params = {"leaky_relu": (0.2,), "elu": (1.0,), "clamp": (-0.5, 0.7), "scale": (-1.5,)}.get(op, ())
@@ -70,37 +90,54 @@ class _Gen:
         spaces = ["V", "V"] if space == "V" else self.pick([["E", "E"], ["E", "V"], ["V", "E"]])
         return ("bin", op, self.tree(spaces[0], shapes[0], depth - 1), self.tree(spaces[1], shapes[1], depth - 1))
 
+    def score(self, depth: int):
+        """A softmax score: in the hard profile often one that depends only on the centre."""
+        if self.hard and self.rng.random() < 0.4:
+            score = ("ctr", "s")
+            if self.rng.random() < 0.5:
+                score = ("bin", "mul", score, ("deg",))
+            if self.rng.random() < 0.5:
+                score = ("un", "tanh", score)
+            return score
+        return self.tree("E", "P", depth)
+
     def leaf(self, space: str, shape: str):
         vnames = [n for n, s in VERTEX_INPUTS.items() if s == shape]
         if space == "V":
             return ("vin", self.pick(vnames))
         enames = [n for n, s in EDGE_INPUTS.items() if s == shape]
-        return self.pick([("src", self.pick(vnames)), ("src", self.pick(vnames)), ("edge", self.pick(enames))])
+        leaves = [("src", self.pick(vnames)), ("src", self.pick(vnames)), ("edge", self.pick(enames))]
+        if self.hard:
+            leaves.append(("ctr", self.pick(vnames)))
+        return self.pick(leaves)
 
 
-def _vary(node, rng: random.Random):
+def _vary(node, rng: random.Random, hard: bool = False):
     """The second pass: some aggregations over out-edges, some S leaves through a parameter."""
     kind = node[0]
-    if kind == "src" and VERTEX_INPUTS[node[1]] == "S" or kind == "edge" and EDGE_INPUTS[node[1]] == "S":
-        return ("tmv", node) if rng.random() < 0.12 else node
+    if kind in ("src", "ctr") and VERTEX_INPUTS[node[1]] == "S" or kind == "edge" and EDGE_INPUTS[node[1]] == "S":
+        return ("tmv", node) if rng.random() < (0.25 if hard else 0.12) else node
     if kind == "vin" and VERTEX_INPUTS[node[1]] == "S":
         return ("mv", node) if rng.random() < 0.08 else node
-    if kind in ("src", "edge", "vin", "const"):
+    if kind in ("src", "ctr", "edge", "vin", "const", "deg"):
         return node
-    out = tuple(_vary(c, rng) if isinstance(c, tuple) else c for c in node)
-    if kind == "agg" and rng.random() < 0.2:
+    out = tuple(_vary(c, rng, hard) if isinstance(c, tuple) else c for c in node)
+    if (kind == "agg" or hard and kind == "smax") and rng.random() < (0.3 if hard else 0.2):
         out = out + ("out",)
     return out
 
 
-def random_program(seed: int) -> Dict:
-    """A program (1 to 3 outputs) and the sizes it runs at, all from `seed`."""
-    rng = random.Random(seed)
-    g = _Gen(rng)
+def random_program(seed: int, profile: str = "default") -> Dict:
+    """A program (1 to 3 outputs) and the sizes it runs at, all from `seed` and `profile`."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; one of {PROFILES}")
+    hard = profile != "default"
+    rng = random.Random(seed if not hard else f"{profile}-{seed}")
+    g = _Gen(rng, hard)
     outs = [g.tree("V", rng.choice("SP"), rng.randint(2, 5), root=True) for _ in range(rng.randint(1, 3))]
-    program = {"seed": seed, "outputs": outs, "H": rng.choice([1, 2]), "F": rng.choice([1, 3, 4])}
+    program = {"seed": seed, "profile": profile, "outputs": outs, "H": rng.choice([1, 2]), "F": rng.choice([1, 3, 4])}
     vary = random.Random(seed * 7919 + 17)
-    program["outputs"] = [_vary(o, vary) for o in outs]
+    program["outputs"] = [_vary(o, vary, hard) for o in outs]
     return program
 
 
@@ -123,6 +160,12 @@ def _src(node, e: str, depth: int, nbr: str = "src") -> str:
         return f"v.{node[1]}"
     if kind == "src":
         return f"{e}.{nbr}.{node[1]}"
+    if kind == "ctr":
+        return f"{e}.{'dst' if nbr == 'src' else 'src'}.{node[1]}"
+    if kind == "deg":
+        return "v.in_degree"
+    if kind == "sm":
+        return f"ss.softmax({_src(node[1], e, depth, nbr)})"
     if kind == "tmv":
         return f"({_src(node[1], e, depth, nbr)} @ W[{e}.type])"
     if kind == "mv":
@@ -144,8 +187,10 @@ def _src(node, e: str, depth: int, nbr: str = "src") -> str:
         edges = "v.out_edges()" if out else "v.in_edges()"
         return f"ss.{node[1]}({_src(node[2], inner, depth + 1, 'dst' if out else 'src')} for {inner} in {edges})"
     if kind == "smax":
-        scores = f"ss.softmax([{_src(node[1], inner, depth + 1)} for {inner} in v.in_edges()])"
-        return f"ss.sum(alpha * {_src(node[2], inner, depth + 1)} for alpha, {inner} in zip({scores}, v.in_edges()))"
+        out = node[3:] == ("out",)
+        edges, nb = ("v.out_edges()", "dst") if out else ("v.in_edges()", "src")
+        scores = f"ss.softmax([{_src(node[1], inner, depth + 1, nb)} for {inner} in {edges}])"
+        return f"ss.sum(alpha * {_src(node[2], inner, depth + 1, nb)} for alpha, {inner} in zip({scores}, {edges}))"
     raise ValueError(f"unknown node {node!r}")
 
 
@@ -174,7 +219,7 @@ def input_names(program: Dict) -> List[str]:
     names = set()
 
     def walk(node):
-        if node[0] in ("vin", "src", "edge"):
+        if node[0] in ("vin", "src", "ctr", "edge"):
             names.add(node[1])
         if node[0] in ("tmv", "mv"):
             names.add("W" if node[0] == "tmv" else "W0")
@@ -191,15 +236,22 @@ def make_inputs(program: Dict, num_nodes: int, num_edges: int, seed: int) -> Dic
     gen = torch.Generator().manual_seed(seed)
     H, F = program["H"], program["F"]
     shapes = {"S": (H, F), "P": (H, 1)}
+    ties = program.get("profile") == "ties"
+
+    def draw(shape, low=-1, high=3):
+        if ties:  # small integers: exact ties, exact sums and products
+            return torch.randint(low, high, shape, generator=gen).to(torch.float64)
+        return torch.randn(shape, generator=gen, dtype=torch.float64)
+
     out = {}
     for name in input_names(program):
-        if name in ("W", "W0"):  # parameters, scaled to keep products of order one
+        if name in ("W", "W0"):  # parameters, scaled to keep products of order one (integers: -1, 0, 1)
             shape = (NUM_EDGE_TYPES, F, F) if name == "W" else (F, F)
-            out[name] = torch.randn(shape, generator=gen, dtype=torch.float64) / F ** 0.5
+            out[name] = draw(shape, -1, 2) if ties else draw(shape) / F ** 0.5
             continue
         rows = num_nodes if name in VERTEX_INPUTS else num_edges
         shape = shapes[{**VERTEX_INPUTS, **EDGE_INPUTS}[name]]
-        out[name] = torch.randn((rows,) + shape, generator=gen, dtype=torch.float64)
+        out[name] = draw((rows,) + shape)
     return out
 
 
@@ -239,16 +291,22 @@ def _per_vertex(x: torch.Tensor, g: _Edges, reduce: str) -> torch.Tensor:
 
 
 def _extreme(x: torch.Tensor, g: _Edges, reduce: str) -> torch.Tensor:
-    """max/min over in-edges whose gradient reaches only the smallest tied edge id (0 with no edges)."""
-    if g.E == 0:
-        return x.new_zeros((g.N,) + x.shape[1:])
-    best = _per_vertex(x.detach(), g, reduce)
-    ids = torch.arange(g.E).view((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
-    cand = torch.where(x.detach() == best[g.dst], ids, torch.full_like(ids, g.E))
+    """max/min over in-edges (0 with no edges) whose gradient the tied edges share evenly.
+
+    scatter_reduce starts from +-inf, so its start never ties with an edge (from zeros, torch
+    would count a start equal to the extreme as one more tie: PyG's rule, ``ties="pyg"``)."""
+    start = float("-inf") if reduce == "amax" else float("inf")
     idx = g.dst.view((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
-    first = torch.full((g.N,) + x.shape[1:], g.E, dtype=torch.long).scatter_reduce(0, idx, cand, reduce="amin")
-    picked = torch.gather(x, 0, first.clamp(max=g.E - 1))
-    return torch.where(first < g.E, picked, torch.zeros_like(picked))
+    out = x.new_full((g.N,) + x.shape[1:], start).scatter_reduce(0, idx, x, reduce=reduce, include_self=False)
+    return torch.where(torch.isinf(out), torch.zeros_like(out), out)
+
+
+def _softmax(s: torch.Tensor, g: _Edges) -> torch.Tensor:
+    """s normalised over each centre's edges (max-subtracted, the max held constant)."""
+    top = _per_vertex(s.detach(), g, "amax")
+    ex = torch.exp(s - top[g.dst])
+    z = ex.new_zeros((g.N,) + ex.shape[1:]).index_add(0, g.dst, ex)
+    return ex / z[g.dst]
 
 
 def _eval(node, g: _Edges, x: Dict[str, torch.Tensor]) -> Tuple[str, torch.Tensor]:
@@ -258,6 +316,14 @@ def _eval(node, g: _Edges, x: Dict[str, torch.Tensor]) -> Tuple[str, torch.Tenso
         return "V", x[node[1]]
     if kind == "src":
         return "E", x[node[1]][g.src]
+    if kind == "ctr":
+        return "E", x[node[1]][g.dst]
+    if kind == "deg":  # in-degree of every vertex, broadcast over the features
+        deg = torch.bincount(g.lists["in"].dst, minlength=g.N).to(torch.float64)
+        return "V", deg.view(-1, 1, 1)
+    if kind == "sm":
+        _, s = _eval(node[1], g, x)
+        return "E", _softmax(s, g)
     if kind == "edge":
         return "E", x[node[1]]
     if kind == "const":
@@ -295,12 +361,10 @@ def _eval(node, g: _Edges, x: Dict[str, torch.Tensor]) -> Tuple[str, torch.Tenso
             total = total / deg.view((-1,) + (1,) * (a.dim() - 1))
         return "V", total
     if kind == "smax":
-        g = g.lists["in"]
-        (_, s), (_, m) = _eval(node[1], g, x), _eval(node[2], g, x)
-        top = _per_vertex(s.detach(), g, "amax")
-        ex = torch.exp(s - top[g.dst])
-        z = ex.new_zeros((g.N,) + ex.shape[1:]).index_add(0, g.dst, ex)
-        y = (ex / z[g.dst]) * m
+        g = g.lists["out" if node[3:] == ("out",) else "in"]
+        (ss_, s), (sm_, m) = _eval(node[1], g, x), _eval(node[2], g, x)
+        s, m = (s[g.dst] if ss_ == "V" else s), (m[g.dst] if sm_ == "V" else m)
+        y = _softmax(s, g) * m
         return "V", y.new_zeros((g.N,) + y.shape[1:]).index_add(0, g.dst, y)
     raise ValueError(f"unknown node {node!r}")
 
