@@ -126,9 +126,16 @@ cache::Found read_cached(const std::string& key, CudaBinary* b, std::string* why
                            : "its code was built for key " + carried;
     return cache::Found::bad;
   }
+  std::vector<CudaKernelResources> kernels = parse_ptxas_report(entry.fields["log"]);
+  if (!b->is_ptx && kernels.empty()) {
+    // every generated module has a kernel, and ptxas -v reported each when the cubin was built:
+    // an entry without that report would hand callers an empty kernel list, so build it anew
+    *why = "it holds no register report of its kernels";
+    return cache::Found::bad;
+  }
   b->image = std::move(entry.object);
   b->log = entry.fields["log"];
-  b->kernels = parse_ptxas_report(b->log);
+  b->kernels = std::move(kernels);
   return found;
 }
 

@@ -173,7 +173,8 @@ def _compile_all(programs, dtypes, archs, index_dtype="int32"):
                     assert r["size"] > 0
                     names = {k["name"] for k in r["kernels"]}
                     expected = {launch["name"] for launch in program.cuda_launches(direction, dtype, index_dtype)}
-                    assert names == expected, (key, direction, names, expected)
+                    assert names == expected, (key, direction, names, expected, "cache hit" if r["cache_hit"] else
+                                               "compiled", r["path"], r["log"][-2000:])
                     for k in r["kernels"]:
                         assert k["registers"] > 0, k
                         report.append((key, direction, str(dtype)[6:], r["target"], k["name"], k["registers"],

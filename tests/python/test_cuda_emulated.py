@@ -114,3 +114,39 @@ def test_emulated_cuda_is_not_the_cpu_kernel(tmp_path, monkeypatch, graph_factor
     torch.testing.assert_close(out, torch.zeros_like(h).index_add(0, dst, 2.5 * h[src]))
     dumped = (tmp_path / "emu_probe.forward.f64_i32_cudaemu.cpp").read_text()
     assert "seastar CUDA emulator" in dumped and "__global__" in dumped and "grp.next_base" in dumped
+
+
+@pytest.mark.parametrize("name", ["max_agg", "min_agg"])
+def test_emulated_extreme_gradcheck_at_ties(name, small_graph):
+    """tests/gpu/test_cuda.py's gradcheck of max_agg: the multi-edges carry equal messages, so
+    the finite differences see each tied edge take half, which the even split gives."""
+    graph = small_graph.graph
+    model = MODELS[name]
+    g = torch.Generator().manual_seed(3)
+    h = torch.randn(graph.num_nodes, 4, generator=g, dtype=torch.float64).requires_grad_()
+    w = model.make_inputs(graph)["w"].requires_grad_()
+    assert torch.autograd.gradcheck(lambda h, w: model.program(graph, backend="fused", h=h, w=w), (h, w))
+
+
+@pytest.mark.parametrize("ties", ["even", "pyg"])
+def test_emulated_tie_rules_on_relu_features(ties, graph_factory):
+    """Post-ReLU features tie at 0 across sources: each rule against torch.scatter_reduce (from a
+    start that never ties for "even", from zeros as PyG calls it for "pyg")."""
+    graph = graph_factory("hub")
+
+    @ss.vertex_program(name=f"emulated_max_{ties}")
+    def prog(v):
+        return ss.max((e.src.h for e in v.in_edges()), ties=ties)
+
+    x = torch.relu(torch.randn(graph.num_nodes, 5, generator=torch.Generator().manual_seed(2), dtype=torch.float64))
+    h, hr = x.clone().requires_grad_(), x.clone().requires_grad_()
+    src, dst = graph.edge_index.long()
+    start = torch.zeros if ties == "pyg" else (lambda *s, **k: torch.full(s, float("-inf"), **k))
+    ref = start(graph.num_nodes, 5, dtype=torch.float64).scatter_reduce(
+        0, dst.view(-1, 1).expand(-1, 5), hr[src], reduce="amax", include_self=False)
+    ref = torch.where(torch.isinf(ref), torch.zeros_like(ref), ref)
+    out = prog(graph, backend="fused", h=h)
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    gout = torch.randn(out.shape, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    (got,), (exp,) = torch.autograd.grad(out, [h], gout), torch.autograd.grad(ref, [hr], gout)
+    torch.testing.assert_close(got, exp, rtol=1e-12, atol=1e-12)

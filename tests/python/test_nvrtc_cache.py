@@ -115,6 +115,21 @@ def test_an_image_resealed_under_another_key_is_rebuilt(tmp_path, arch):
     assert all(v["hit"] for v in again.values()) and "is unusable" not in err, err
 
 
+def test_a_cubin_without_its_register_report_is_rebuilt(tmp_path):
+    """An entry whose trailer lost ptxas's report (its log field) would list no kernels; it is
+    rebuilt, so callers always get each kernel's registers."""
+    cache = tmp_path / "kernels"
+    cold, _ = _run(cache, ["intact", "no_log"])
+    path = Path(cold["no_log"]["path"])
+    obj, fields = cache_entries.split(path.read_bytes())
+    path.write_bytes(cache_entries.seal(obj, cache_entries.key_of(path), {k: v for k, v in fields.items() if k != "log"}))
+    warm, err = _run(cache, ["intact", "no_log"])
+    assert warm["intact"]["hit"] and not warm["no_log"]["hit"], err
+    assert "holds no register report" in err, err
+    assert warm["no_log"]["kernels"] == cold["no_log"]["kernels"] and cold["no_log"]["kernels"], warm
+    cache_entries.check_dir(cache)
+
+
 def test_reading_the_key_of_mangled_cubins_never_crashes(tmp_path):
     """Cubins with bytes of their ELF header, section table and symbol table overwritten, each
     resealed under its own key: the reader takes the key or finds none, and never reads out of
