@@ -5,6 +5,10 @@ layout is PyG's), runs both on the same inputs and compares, in float64 to 1e-10
 and the gradients of every input and every parameter. The graphs carry every hazard at once:
 self loops (one vertex with two), duplicate edges, isolated vertices and a hub.
 
+``SEASTAR_COMPAT_DEVICE=cuda`` (tests/gpu/run.sh sets it on a GPU machine) runs every comparison
+made through ``assert_same`` on that device: both layers and every input tensor are moved there
+first, so seastar's CUDA kernels are checked against PyG's layer on the same device.
+
 Each test module starts with ``pytest.importorskip("torch_geometric")``: without PyG (which
 scripts/test.sh installs from requirements.txt next to this file) the folder is skipped. There
 is deliberately no conftest.py here: tests/python's helpers are imported as ``conftest``.
@@ -12,6 +16,7 @@ is deliberately no conftest.py here: tests/python's helpers are imported as ``co
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence
@@ -24,6 +29,18 @@ import torch  # noqa: E402
 
 DT = torch.float64
 TOL = dict(rtol=1e-10, atol=1e-10)
+DEVICE = torch.device(os.environ.get("SEASTAR_COMPAT_DEVICE", "cpu"))
+
+
+def on_device(obj):
+    """``obj`` (a tensor, or tuples / lists / dicts of them) on DEVICE; other values as they are."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(DEVICE)
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(on_device(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: on_device(v) for k, v in obj.items()}
+    return obj
 
 
 # ---------------------------------------------------------------- graphs
@@ -113,6 +130,9 @@ def assert_same(ours: torch.nn.Module, theirs: torch.nn.Module, inputs: Sequence
     tol = tol or TOL
     if load:
         ours.load_state_dict(theirs.state_dict())
+    if DEVICE.type != "cpu":
+        ours.to(DEVICE), theirs.to(DEVICE)
+        inputs = [on_device(t) for t in inputs]
     o_ours, f_ours, g_ours = run(ours, call, fresh(inputs))
     o_theirs, f_theirs, g_theirs = run(theirs, their_call, fresh(inputs))
     assert len(f_ours) == len(f_theirs), f"outputs differ in structure: {len(f_ours)} vs {len(f_theirs)} tensors"

@@ -1,23 +1,35 @@
 #!/usr/bin/env bash
-# The GPU check in one go: build with the CUDA backend, run the CUDA correctness suite and the
-# benchmark, write the results to OUT_DIR. Made for the device machine (an H200, no network, a
-# python3 with torch+CUDA and pytest, no spdlog/fmt/gtest packages) and sized for its 10-minute
-# limit; runs on any Linux machine with a GPU, torch with CUDA and the CUDA toolkit headers.
+# The GPU check in one go: build with the CUDA backend, then run every check that needs a GPU,
+# each as a step of its own, and write what they found to OUT_DIR. Made for the device machine
+# (an H200, no network, a python3 with torch+CUDA, PyG and pytest-xdist, no spdlog/fmt/gtest
+# packages) and sized so that two runs fit in its 15 minutes; runs on any Linux machine with a
+# GPU, torch with CUDA and the CUDA toolkit headers.
 #
 #   tests/gpu/run.sh OUT_DIR
 #
 # Before: scripts/vendor_headers.sh here, then carry third_party_headers/ along, e.g. with the
-# device tool: run(command="tests/gpu/run.sh $OUT", carry=["third_party_headers"], timeout_s=600).
-# Writes at most 8 files to OUT_DIR (the device tool returns no more): summary.txt, build.log,
-# env.txt, pytest_cuda.log, pytest_codegen.log, registers.json, bench.md, bench.json.
-# The build takes the machine's CXX. A compiler that links libstdc++.a into the extension (which
-# would crash at its first call) is fixed or refused at configure, with the fix in build.log and
-# summary.txt; SEASTAR_CMAKE_ARGS="-DSEASTAR_BUILD_EXAMPLES=OFF -DCMAKE_CXX_COMPILER=/usr/bin/g++"
-# picks another compiler.
-# Every step runs even when an earlier one failed (one run shows everything); the exit status
-# is non-zero when any step failed. The whole run stays within GPU_TOTAL_BUDGET seconds (default
-# 570, under the device tool's 600): each step's time limit is the smaller of its own
-# (GPU_BUILD_TIMEOUT, GPU_TEST_TIMEOUT, GPU_BENCH_TIMEOUT) and what is left.
+# device tool: run(command="tests/gpu/run.sh $OUT", carry=["third_party_headers"], timeout_s=480).
+#
+# The steps (every one runs, whatever happened to the others; a step that crashes or hangs is
+# cut off by its time limit and reported, and the next one starts):
+#   build    the machine's compiler (CXX) first; if that build fails, /usr/bin/g++ in a build
+#            folder of its own. The compiler that worked is recorded in summary.txt. (A compiler
+#            that links libstdc++.a into the extension is fixed or refused at configure:
+#            cmake/SeastarLibstdcxx.cmake.)
+#   cuda     the CUDA tests: tests/python/test_cuda_codegen.py (NVRTC for sm_80/sm_90 and the
+#            device) and tests/gpu/ (fused kernels on CUDA tensors against plain torch,
+#            gradcheck, streams, devices, mini-batches on the GPU)
+#   compat   the whole seastar.nn suite against PyG's layers, on CUDA tensors
+#            (tests/compat with SEASTAR_COMPAT_DEVICE=cuda)
+#   train    Cora (GAT and GCN) and a mini-batch run on the GPU (examples/)
+#   registers  NVRTC's register and spill report of every zoo kernel for this GPU
+#   bench    the GPU benchmark against PyG (GPU_BENCH_CMD; see below)
+# Writes at most 8 files to OUT_DIR (the device tool returns no more): summary.txt (every step's
+# status and every failure), build.log (environment and build), pytest_cuda.log,
+# pytest_compat.log, train.log, registers.json, bench.json, bench.md.
+# The whole run stays within GPU_TOTAL_BUDGET seconds (default 420): each step's limit is the
+# smaller of its own and what is left after reserving time for the steps after it. The exit
+# status is non-zero when any step failed.
 set -uo pipefail
 OUT=${1:?usage: tests/gpu/run.sh OUT_DIR}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -26,11 +38,13 @@ OUT=$(cd "$OUT" && pwd)
 cd "$ROOT"
 T0=$(date +%s)
 SUMMARY=$OUT/summary.txt
+BUILD_LOG=$OUT/build.log
 : > "$SUMMARY"
+: > "$BUILD_LOG"
 status=0
 note() { printf '%s\n' "$*" | tee -a "$SUMMARY"; }
 elapsed() { echo $(( $(date +%s) - T0 ))s; }
-left() { echo $(( ${GPU_TOTAL_BUDGET:-570} - ($(date +%s) - T0) )); }
+left() { echo $(( ${GPU_TOTAL_BUDGET:-420} - ($(date +%s) - T0) )); }
 limit() {  # limit WANTED [RESERVE]: WANTED, or less to leave RESERVE seconds for what follows
   local l=$(( $(left) - ${2:-0} ))
   (( l > $1 )) && l=$1
@@ -40,76 +54,116 @@ limit() {  # limit WANTED [RESERVE]: WANTED, or less to leave RESERVE seconds fo
 
 export SEASTAR_PYTHON=${SEASTAR_PYTHON:-$(command -v python3)}
 export SEASTAR_SKIP_APT=${SEASTAR_SKIP_APT:-1}
-export SEASTAR_BUILD_DIR=${SEASTAR_BUILD_DIR:-$ROOT/build-gpu}
 export SEASTAR_BUILD_JOBS=${SEASTAR_BUILD_JOBS:-$(nproc)}
-export SEASTAR_CACHE_DIR=${SEASTAR_CACHE_DIR:-/tmp/seastar-kernel-cache}  # shared by pytest workers
+export SEASTAR_CACHE_DIR=${SEASTAR_CACHE_DIR:-$(mktemp -d /tmp/seastar-kernel-cache.XXXXXX)}  # shared by pytest workers
 export PYTHONUNBUFFERED=1
 PY=$SEASTAR_PYTHON
 
 # --- environment -------------------------------------------------------------------------
 {
+  echo "== environment"
   echo "date: $(date -u +%FT%TZ)"; uname -a
   nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || true
   command -v nvcc >/dev/null && nvcc --version | tail -2
-  ls -d /usr/local/cuda* 2>&1
+  command -v cmake >/dev/null && cmake --version | head -1
+  echo "CXX=${CXX:-} ($(command -v "${CXX:-c++}" 2>/dev/null))"
   "$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(), "devices", torch.cuda.device_count())' 2>&1
   "$PY" -m pip list 2>/dev/null | grep -iE '^(torch|pybind11|pytest|pytest-xdist|numpy|torch.geometric|matplotlib|cmake|ninja) ' || true
-} > "$OUT/env.txt" 2>&1
-note "== env: $(grep -E '^python' "$OUT/env.txt" | head -1)"
+} >> "$BUILD_LOG" 2>&1
+note "== env: $(grep -E '^python' "$BUILD_LOG" | head -1)"
 
 # --- build -------------------------------------------------------------------------------
 if [[ ! -f third_party_headers/include/spdlog/spdlog.h && -d /usr/include/spdlog && -d /usr/include/fmt ]]; then
-  scripts/vendor_headers.sh >> "$OUT/build.log" 2>&1 || true
+  scripts/vendor_headers.sh >> "$BUILD_LOG" 2>&1 || true
 fi
-export SEASTAR_CMAKE_ARGS=${SEASTAR_CMAKE_ARGS:-"-DSEASTAR_BUILD_EXAMPLES=OFF"}
-if timeout "$(limit "${GPU_BUILD_TIMEOUT:-330}" 200)" bash -c 'source scripts/setup.sh' >> "$OUT/build.log" 2>&1; then
-  note "== build: ok ($(elapsed))"
+BASE_CMAKE_ARGS=${SEASTAR_CMAKE_ARGS:-"-DSEASTAR_BUILD_EXAMPLES=OFF"}
+build() {  # build DIR [CMAKE ARGS...]: 0 when the extension built and imports with CUDA
+  local dir=$1; shift
+  echo "== build in $dir ${*:-(the default compiler)}" >> "$BUILD_LOG"
+  SEASTAR_BUILD_DIR=$dir SEASTAR_CMAKE_ARGS="$BASE_CMAKE_ARGS $*" \
+    timeout "$(limit "${GPU_BUILD_TIMEOUT:-240}" 150)" bash -c 'source scripts/setup.sh' >> "$BUILD_LOG" 2>&1 || return 1
+  grep -E 'Seastar: .*libstdc\+\+|CMAKE_CXX_COMPILER' "$ROOT/.cmake-configure.log" >> "$BUILD_LOG" 2>/dev/null
+  PYTHONPATH=$ROOT/python "$PY" -m seastar --check >> "$BUILD_LOG" 2>&1
+}
+compiler_of() { grep -E '^CMAKE_CXX_COMPILER:' "$1/CMakeCache.txt" 2>/dev/null | cut -d= -f2; }
+BUILD_DIR=$ROOT/build-gpu
+if build "$BUILD_DIR"; then
+  note "== build: ok with the machine's compiler $(compiler_of "$BUILD_DIR") ($(elapsed))"
+elif [[ -x /usr/bin/g++ ]] && BUILD_DIR=$ROOT/build-gpu-gxx && build "$BUILD_DIR" -DCMAKE_CXX_COMPILER=/usr/bin/g++; then
+  status=1
+  note "== build: FAILED with the machine's compiler ($(compiler_of "$ROOT/build-gpu")); ok with /usr/bin/g++ ($(elapsed)); see build.log"
 else
   note "== build: FAILED ($(elapsed)); the end of build.log:"
-  tail -25 "$OUT/build.log" | tee -a "$SUMMARY"
+  tail -30 "$BUILD_LOG" | tee -a "$SUMMARY"
+  note "== total $(elapsed), status 1"
   exit 1
 fi
+export SEASTAR_BUILD_DIR=$BUILD_DIR
 export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
-if ! "$PY" -c 'import seastar, sys; sys.exit(0 if getattr(seastar._C, "cuda_built", False) else 1)' >> "$OUT/build.log" 2>&1; then
+note "   $(grep -E 'Seastar: .*libstdc\+\+' "$BUILD_LOG" | tail -1 | cut -c1-200)"
+if ! "$PY" -c 'import seastar, sys; sys.exit(0 if getattr(seastar._C, "cuda_built", False) else 1)' >> "$BUILD_LOG" 2>&1; then
   note "== the build has no CUDA backend (no CUDA toolkit headers found?); see build.log"
-  grep -i cuda "$ROOT/.cmake-configure.log" 2>/dev/null | tee -a "$SUMMARY"
   status=1
 fi
 
-# --- tests -------------------------------------------------------------------------------
+# --- the steps ---------------------------------------------------------------------------
 xdist=()
 "$PY" -c 'import xdist' 2>/dev/null && xdist=(-n "${GPU_TEST_WORKERS:-8}")
-run_pytest() {  # name, timeout, pytest args...
-  local name=$1 limit=$2; shift 2
+run_pytest() {  # name, time limit, pytest args...
+  local name=$1 lim=$2; shift 2
   local log=$OUT/pytest_$name.log
-  timeout "$limit" "$PY" -m pytest -q -rs --durations=15 -p no:cacheprovider "$@" > "$log" 2>&1
+  timeout "$lim" "$PY" -m pytest -q -rs --durations=10 -p no:cacheprovider "$@" > "$log" 2>&1
   local rc=$?
   note "== pytest $name: rc=$rc ($(elapsed)): $(grep -E '(passed|failed|error|skipped)' "$log" | tail -1)"
   if [[ $rc != 0 ]]; then
     status=1
     grep -E '^(FAILED|ERROR)' "$log" | head -40 | tee -a "$SUMMARY"
-    [[ $rc == 124 ]] && note "   (timed out after ${limit}s)"
+    [[ $rc == 124 ]] && note "   (timed out after ${lim}s)"
   fi
 }
-# generated CUDA source compiled by NVRTC for sm_80/sm_90 and the device, launch configs
-SEASTAR_CUDA_ARCHS="80,90,native" run_pytest codegen "$(limit 120 200)" tests/python/test_cuda_codegen.py "${xdist[@]}"
-# the correctness suite on CUDA tensors (fused vs plain torch, gradcheck, streams, devices)
-run_pytest cuda "$(limit "${GPU_TEST_TIMEOUT:-240}" 90)" tests/gpu/test_cuda.py "${xdist[@]}"
+run_step() {  # name, time limit, log file, command...: appends to the log, notes the outcome
+  local name=$1 lim=$2 log=$3; shift 3
+  echo "== $name: $*" >> "$log"
+  timeout "$lim" "$@" >> "$log" 2>&1
+  local rc=$?
+  if [[ $rc == 0 ]]; then
+    note "== $name: ok ($(elapsed)): $(grep -E "${RESULT_PATTERN:-test accuracy|accuracy|epoch}" "$log" | tail -1 | cut -c1-160)"
+  else
+    status=1
+    note "== $name: FAILED rc=$rc ($(elapsed))$([[ $rc == 124 ]] && echo ", timed out after ${lim}s")"
+    tail -12 "$log" | tee -a "$SUMMARY"
+  fi
+}
 
-# register use of the GAT kernels (and every model) on this GPU
-timeout "$(limit 60 60)" "$PY" tests/gpu/registers.py "$OUT/registers.json" >> "$OUT/pytest_codegen.log" 2>&1 \
-  && note "== registers: $(head -c 600 "$OUT/registers.json" | tr -d '\n' | cut -c1-300)..." \
+# generated CUDA compiled by NVRTC for sm_80/sm_90 and the device, and everything in tests/gpu/
+SEASTAR_CUDA_ARCHS="80,90,native" run_pytest cuda "$(limit "${GPU_TEST_TIMEOUT:-150}" 200)" \
+  tests/python/test_cuda_codegen.py tests/gpu "${xdist[@]}"
+# seastar.nn against PyG's layers, every layer and option, on CUDA tensors
+SEASTAR_COMPAT_DEVICE=cuda run_pytest compat "$(limit "${GPU_COMPAT_TIMEOUT:-90}" 150)" tests/compat "${xdist[@]}"
+
+TRAIN_LOG=$OUT/train.log
+: > "$TRAIN_LOG"
+run_step "train gat (cora)" "$(limit 40 130)" "$TRAIN_LOG" "$PY" examples/train.py --model gat --dataset cora --device cuda --quiet
+run_step "train gcn (cora)" "$(limit 30 120)" "$TRAIN_LOG" "$PY" examples/train.py --model gcn --dataset cora --device cuda --quiet
+GPU_MINIBATCH_CMD=${GPU_MINIBATCH_CMD:-"$PY examples/train_minibatch.py --device cuda --epochs 2"}
+# shellcheck disable=SC2086  # the command is words
+run_step "train mini-batch" "$(limit 60 100)" "$TRAIN_LOG" $GPU_MINIBATCH_CMD
+
+# register use of every zoo kernel on this GPU
+timeout "$(limit 60 90)" "$PY" tests/gpu/registers.py "$OUT/registers.json" >> "$OUT/pytest_cuda.log" 2>&1 \
+  && note "== registers: $(head -c 600 "$OUT/registers.json" | tr -d '\n' | cut -c1-200)..." \
   || { note "== registers: FAILED"; status=1; }
 
 # --- benchmark ---------------------------------------------------------------------------
-BENCH=/tmp/seastar-bench
-rm -rf "$BENCH"
-timeout "$(limit "${GPU_BENCH_TIMEOUT:-180}" 5)" "$PY" benchmarks/run.py --out "$BENCH" --device cuda --no-install \
-    --graphs cora,pl100k,pl1m --widths 64 --layers gcn,gat --repeats 3 --timeout 40 --no-latency --no-roofline \
-    > "$BENCH.log" 2>&1
+BENCH=$(mktemp -d /tmp/seastar-bench.XXXXXX)
+GPU_BENCH_CMD=${GPU_BENCH_CMD:-"$PY benchmarks/run.py --out $BENCH --device cuda --no-install --graphs cora,pl100k,pl1m --widths 64 --layers gcn,gat,sage,gin,appnp --repeats 3 --timeout 40 --no-latency --no-roofline"}
+# shellcheck disable=SC2086
+timeout "$(limit "${GPU_BENCH_TIMEOUT:-150}" 5)" $GPU_BENCH_CMD > "$BENCH.log" 2>&1
 rc=$?
-cp "$BENCH/results.json" "$OUT/bench.json" 2>/dev/null
-if [[ -f $BENCH/results.md ]]; then cp "$BENCH/results.md" "$OUT/bench.md"; else tail -60 "$BENCH.log" > "$OUT/bench.md"; fi
+for f in results.json bench.json; do [[ -f $BENCH/$f ]] && cp "$BENCH/$f" "$OUT/bench.json" && break; done
+if [[ -f $BENCH/results.md ]]; then cp "$BENCH/results.md" "$OUT/bench.md"
+elif [[ -f $BENCH/bench.md ]]; then cp "$BENCH/bench.md" "$OUT/bench.md"
+else tail -60 "$BENCH.log" > "$OUT/bench.md"; fi
 note "== benchmark: rc=$rc ($(elapsed))"
 [[ $rc != 0 ]] && { status=1; tail -15 "$BENCH.log" 2>/dev/null | tee -a "$SUMMARY"; }
 
