@@ -215,14 +215,14 @@ Var Builder::type_index(const Var& table, const Var& type) {
   return append(std::move(v), type.elist());
 }
 
-Var Builder::aggregate(Op op, const Var& x, bool zero_tie) {
+Var Builder::aggregate(Op op, const Var& x, Ties ties) {
   if (x.value().space != Space::Edge || x.elist() == Group::None)
     fail(std::string("'") + op_info(op).name + "' needs values of an edge list, e.g. "
          "[f(e) for e in v.in_edges()]; got a " + to_string(x.value().space) + " value");
-  if (zero_tie && op != Op::agg_max && op != Op::agg_min)
+  if (ties != Ties::even && op != Op::agg_max && op != Op::agg_min)
     fail(std::string("'") + op_info(op).name + "' has no tie rule to choose (only max and min do)");
   Value v;
-  v.op = op, v.inputs = {x.id()}, v.group = x.elist(), v.p0 = zero_tie ? 1 : 0;
+  v.op = op, v.inputs = {x.id()}, v.group = x.elist(), v.p0 = static_cast<double>(ties);
   return append(std::move(v), Group::None);
 }
 
@@ -282,13 +282,13 @@ Var matmul(const Var& x, const Var& w) { return x.builder()->matmul(x, w); }
 
 Var sum(const Var& x) { return x.builder()->aggregate(Op::agg_sum, x); }
 Var mean(const Var& x) { return x.builder()->aggregate(Op::agg_mean, x); }
-Var max(const Var& x) { return x.builder()->aggregate(Op::agg_max, x); }
-Var min(const Var& x) { return x.builder()->aggregate(Op::agg_min, x); }
+Var max(const Var& x, Ties ties) { return x.builder()->aggregate(Op::agg_max, x, ties); }
+Var min(const Var& x, Ties ties) { return x.builder()->aggregate(Op::agg_min, x, ties); }
 Var softmax(const Var& x) { return x.builder()->softmax(x); }
 Var sum(const EdgeList& l, const EdgeFn& f) { return sum(f(l.edge())); }
 Var mean(const EdgeList& l, const EdgeFn& f) { return mean(f(l.edge())); }
-Var max(const EdgeList& l, const EdgeFn& f) { return max(f(l.edge())); }
-Var min(const EdgeList& l, const EdgeFn& f) { return min(f(l.edge())); }
+Var max(const EdgeList& l, const EdgeFn& f, Ties ties) { return max(f(l.edge()), ties); }
+Var min(const EdgeList& l, const EdgeFn& f, Ties ties) { return min(f(l.edge()), ties); }
 Var softmax(const EdgeList& l, const EdgeFn& f) { return softmax(f(l.edge())); }
 
 }  // namespace seastar

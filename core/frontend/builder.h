@@ -21,6 +21,8 @@
 
 namespace seastar {
 
+using Ties = ir::Ties;  ///< max's and min's gradient rule at tied edges: seastar::max(x, Ties::pyg)
+
 /// What the tracer knows of a tensor bound by name: its full shape (rows included).
 struct TensorSig {
   TensorSig() = default;
@@ -87,8 +89,8 @@ class Builder {
   Var unsqueeze(const Var& x);
   Var matmul(const Var& x, const Var& w);             ///< x @ W (W a Param or a typed Param row)
   Var type_index(const Var& table, const Var& type);  ///< P[type]
-  /// Over the value's own edge list; `zero_tie` (max/min only) selects PyG's tie rule (ops.def).
-  Var aggregate(ir::Op op, const Var& edge_value, bool zero_tie = false);
+  /// Over the value's own edge list; `ties` is max's and min's gradient rule at ties (ops.def).
+  Var aggregate(ir::Op op, const Var& edge_value, Ties ties = Ties::even);
   Var softmax(const Var& edge_value);
 
   /// Ends the trace: checks outputs (Vertex or Edge values) and returns the module.
@@ -222,15 +224,15 @@ Var matmul(const Var& x, const Var& w);
 // aggregations of an Edge value over its list
 Var sum(const Var& edge_value);
 Var mean(const Var& edge_value);
-Var max(const Var& edge_value);
-Var min(const Var& edge_value);
+Var max(const Var& edge_value, Ties ties = Ties::even);
+Var min(const Var& edge_value, Ties ties = Ties::even);
 Var softmax(const Var& edge_value);
 // ... or of a function of the edge
 using EdgeFn = std::function<Var(const Edge&)>;
 Var sum(const EdgeList& edges, const EdgeFn& fn);
 Var mean(const EdgeList& edges, const EdgeFn& fn);
-Var max(const EdgeList& edges, const EdgeFn& fn);
-Var min(const EdgeList& edges, const EdgeFn& fn);
+Var max(const EdgeList& edges, const EdgeFn& fn, Ties ties = Ties::even);
+Var min(const EdgeList& edges, const EdgeFn& fn, Ties ties = Ties::even);
 Var softmax(const EdgeList& edges, const EdgeFn& fn);
 
 }  // namespace seastar

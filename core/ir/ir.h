@@ -54,6 +54,8 @@ enum class DType { Float, Int };  ///< Float: the program's float type, chosen p
 enum class Space { Vertex, Edge, Param };
 /// The endpoint an edge-level op refers to: gather reads it; an aggregation groups by it.
 enum class Group { None, Src, Dst };
+/// agg_max / agg_min's p0: how the gradient is shared among tied edges (ops.def, autodiff.cpp)
+enum class Ties { even = 0, pyg = 1, first = 2 };
 
 const char* to_string(DType d);
 const char* to_string(Space s);

@@ -5,7 +5,8 @@
  *   agg_sum.G(x)       -> dx = gather.G(g)
  *   agg_mean.G(x)      -> dx = gather.G(g / max(deg.G, 1))
  *   agg_max.G(x) = y   -> dx = gather.G(g / agg_sum.G(hit)) * hit,  hit = (x == gather.G(y))   ties share g
- *                         (zero_tie: g / (agg_sum.G(hit) + (y == 0)), PyG's scatter rule)
+ *                         (Ties::pyg: g / (agg_sum.G(hit) + (y == 0)), PyG's scatter rule;
+ *                          Ties::first: gather.G(g) * (edge_id == gather.G(agg_argmax.G(x))))
  *   fmax(x) = y        -> dx = expand(g / fsum(hit)) * hit,  hit = (x == expand(y))   ties share g
  *   maximum(a, b)      -> da = g * p,  db = g * (1 - p),  p = step(a - b) + 0.5 * (a == b)
  *   softmax.G(s) = y   -> ds = y * (g - gather.G(agg_sum.G(y * g)))
@@ -120,13 +121,18 @@ class Differentiator {
         }
         return;
       case Op::agg_max: case Op::agg_min:
-        if (want(0)) {
+        if (!want(0)) return;
+        if (static_cast<Ties>(v.p0) == Ties::first) {  // one edge per (vertex, feature): the smallest id
+          int arg = emit(v.op == Op::agg_max ? Op::agg_argmax : Op::agg_argmin, {in(0)}, v.group);
+          int hit = emit(Op::eq, {emit_edge_id(), emit(Op::gather, {arg}, v.group)});
+          accumulate(in(0), mul(emit(Op::gather, {g}, v.group), hit));
+        } else {
           // torch.scatter_reduce's amax/amin rule: the k edges that attain the extreme share g
           // evenly (g / k each, per feature element). k counts at least 1 where the centre has
           // edges; the max(k, 1) keeps an edgeless centre's share finite, since it is never read
           int hit = emit(Op::eq, {in(0), emit(Op::gather, {i}, v.group)});
           int ties = emit(Op::agg_sum, {hit}, v.group);
-          if (v.p0 != 0) ties = emit(Op::add, {ties, emit(Op::eq, {i, constant(0)})});  // zero_tie: PyG's
+          if (static_cast<Ties>(v.p0) == Ties::pyg) ties = emit(Op::add, {ties, emit(Op::eq, {i, constant(0)})});
           ties = emit(Op::maximum, {ties, constant(1)});
           accumulate(in(0), mul(emit(Op::gather, {emit(Op::div, {g, ties})}, v.group), hit));
         }

@@ -39,12 +39,13 @@ def _aggregate(op: str, fn: str):
     return aggregate
 
 
-TIE_RULES = ("even", "pyg")
-"""How max and min share the gradient among tied edges: ``"even"`` (g / k to each of the k
-tied edges, as ``torch.amax`` and ``torch.scatter_reduce`` from a start that does not tie), or
-``"pyg"`` (PyG's scatter: it starts from zeros with ``include_self=False``, and torch then counts
-that start as one more tie where the extreme is exactly 0, so each tied edge gets g / (k + 1)
-there and g / k elsewhere)."""
+TIE_RULES = ("even", "pyg", "first")
+"""How max and min share the gradient among tied edges (in the order of seastar::Ties):
+``"even"`` (g / k to each of the k tied edges, as ``torch.amax`` and ``torch.scatter_reduce``
+from a start that does not tie), ``"pyg"`` (PyG's scatter: it starts from zeros with
+``include_self=False``, and torch then counts that start as one more tie where the extreme is
+exactly 0, so each tied edge gets g / (k + 1) there and g / k elsewhere), ``"first"`` (all of it
+to the tied edge with the smallest id, like ``torch.max(dim)``'s one index)."""
 
 
 def _extreme(op: str, fn: str):
@@ -52,7 +53,7 @@ def _extreme(op: str, fn: str):
         if ties not in TIE_RULES:
             raise ValueError(f"seastar.{fn}: ties must be one of {TIE_RULES}, got {ties!r}")
         x = _edge_value(items, fn)
-        return x._t.call("aggregate", op, x._v, ties == "pyg")
+        return x._t.call("aggregate", op, x._v, TIE_RULES.index(ties))
     extreme.__name__ = fn
     extreme.__doc__ = (f"{fn} over the centre vertex's edges of the list; 0 for a vertex without edges. "
                        f"``ties`` is the gradient's rule at ties (``seastar.ops.TIE_RULES``).")

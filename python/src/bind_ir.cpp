@@ -105,9 +105,10 @@ void bind_ir(py::module_& m) {
       .def("unsqueeze", &Builder::unsqueeze)
       .def("matmul", &Builder::matmul)
       .def("type_index", &Builder::type_index)
-      .def("aggregate", [](Builder& b, const std::string& op, const Var& x, bool zero_tie) {
-        return b.aggregate(op_of(op), x, zero_tie);
-      }, py::arg("op"), py::arg("x"), py::arg("zero_tie") = false)
+      .def("aggregate", [](Builder& b, const std::string& op, const Var& x, int ties) {
+        if (ties < 0 || ties > static_cast<int>(Ties::first)) throw py::value_error("no tie rule " + std::to_string(ties));
+        return b.aggregate(op_of(op), x, static_cast<Ties>(ties));
+      }, py::arg("op"), py::arg("x"), py::arg("ties") = 0)
       .def("softmax", &Builder::softmax)
       .def("finish", &Builder::finish, py::arg("outputs"), py::arg("names") = std::vector<std::string>{});
 

@@ -118,3 +118,33 @@ def test_edge_aggregation_splits_a_tie_evenly_like_scatter_reduce(backend, agg):
     (tw,) = torch.autograd.grad(theirs.sum(), [w])
     torch.testing.assert_close(tw, expected, **TOL)  # torch's own rule, as stated
     torch.testing.assert_close(gw, expected, **TOL)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("agg", ["max", "min"])
+def test_first_wins_is_a_named_choice(backend, agg):
+    """ties="first": the tied edge with the smallest id takes the whole gradient (one index per
+    row, like torch.max(dim)); the ring edge d-1 -> d has the smaller id at every vertex."""
+    graph = _ring()
+    aggregate = getattr(ss, agg)
+
+    @ss.vertex_program(name=f"tie_first_{agg}")
+    def prog(v):
+        return aggregate((e.w * 2.0 for e in v.in_edges()), ties="first")
+
+    ring = torch.tensor([3.0, -1.0, 2.0, 0.5, 7.0], dtype=torch.float64)
+    w = torch.cat([ring, ring[(torch.arange(5) - 1) % 5]]).view(10, 1).requires_grad_(True)
+    (gw,) = torch.autograd.grad(prog(graph, backend=backend, w=w).sum(), [w])
+    expected = torch.cat([torch.full((5, 1), 2.0), torch.zeros(5, 1)]).double()
+    torch.testing.assert_close(gw, expected, **TOL)
+
+
+def test_an_unknown_tie_rule_is_refused():
+    graph = _ring()
+
+    @ss.vertex_program(name="tie_unknown")
+    def prog(v):
+        return ss.max((e.w for e in v.in_edges()), ties="random")
+
+    with pytest.raises(ValueError, match="ties must be one of"):
+        prog(graph, w=torch.ones(10, 1, dtype=torch.float64))
