@@ -200,7 +200,7 @@ def test_gpu_benchmark_smoke_on_the_cpu(tmp_path):
     # ratios when PyG is there, unavailable rows when it is not, a profile, kernel bandwidth
     _run([os.path.join(ROOT, "benchmarks", "bench_gpu.py"), "--smoke", "--device", "cpu", "--layers", "gcn,gat",
           "--impls", "fused,pyg,pyg_csr", "--budget", "120", "--out", str(tmp_path)], 240)
-    res = json.loads((tmp_path / "gpu.json").read_text())
+    res = json.loads((tmp_path / "bench.json").read_text())
     (grp,) = res["groups"]
     assert grp["status"] == "ok" and grp["copy_gbps"] > 0
     layers = {rec["layer"]: rec for rec in grp["layers"]}
@@ -216,4 +216,4 @@ def test_gpu_benchmark_smoke_on_the_cpu(tmp_path):
         else:
             assert pyg["status"] in ("unavailable", "failed"), pyg
     assert layers["gat"]["impls"]["pyg_csr"]["status"] == "unavailable"
-    assert "fastest peer" in (tmp_path / "gpu.md").read_text()
+    assert "fastest peer" in (tmp_path / "bench.md").read_text()
