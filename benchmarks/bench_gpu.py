@@ -263,7 +263,6 @@ def run_child(cfg) -> dict:
         pyg = None
     except Exception as exc:  # noqa: BLE001 (any import failure makes the rows unavailable)
         pyg = f"unavailable: PyG does not import ({type(exc).__name__}: {str(exc)[:200]})"
-    import seastar as ss
     from seastar import gpu_model
     torch.manual_seed(0)
     _warm_libraries(device)
@@ -343,7 +342,17 @@ def run_child(cfg) -> dict:
         names = list(live)
         for r in range(cfg["epochs"]):  # interleaved, in rotating order
             for impl in names[r % max(len(names), 1):] + names[: r % max(len(names), 1)]:
-                rec["impls"][impl]["epochs_ms"].append(timer(live[impl][0]))
+                if impl not in live:
+                    continue
+                try:
+                    rec["impls"][impl]["epochs_ms"].append(timer(live[impl][0]))
+                except Exception as exc:  # noqa: BLE001 (memory taken by the others: this one fails alone)
+                    rec["impls"][impl] = dict(status="failed", reason=f"{type(exc).__name__}: "
+                                              f"{str(exc).splitlines()[0][:300]}")
+                    live.pop(impl)
+                    if cuda:
+                        torch.cuda.empty_cache()
+        names = [n for n in names if n in live]
         for impl in names:
             ep = rec["impls"][impl]["epochs_ms"][1:] or rec["impls"][impl]["epochs_ms"]
             med = statistics.median(ep)

@@ -195,6 +195,19 @@ def test_model_script_reports_every_zoo_kernel(tmp_path):
     assert "busiest/mean" in (tmp_path / "gpu_model.md").read_text()
 
 
+def test_gpu_benchmark_spends_its_budget_on_the_large_graphs_at_64_first():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_gpu", os.path.join(ROOT, "benchmarks", "bench_gpu.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.plan_groups(["pl1m", "pl4m", "cora"], [64, 16, 256]) == [
+        ("pl1m", 64), ("pl4m", 64), ("cora", 64), ("cora", 16), ("cora", 256),
+        ("pl1m", 16), ("pl4m", 16), ("pl1m", 256), ("pl4m", 256)]
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_gpu.py"), "--out", "x", "--graphs",
+                        "pl9"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode != 0 and "unknown graph ['pl9']" in r.stderr
+
+
 def test_gpu_benchmark_smoke_on_the_cpu(tmp_path):
     # the GPU benchmark's code paths on a small graph on the CPU (where there is no GPU): rows,
     # ratios when PyG is there, unavailable rows when it is not, a profile, kernel bandwidth
