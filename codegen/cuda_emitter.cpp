@@ -156,6 +156,7 @@ class CudaEmitter : public EmitterBase {
     RowsScratch rows;
     out << (k.kind == Kernel::Kind::Traverse ? traversal_loop(k, t, launch, prog, &rows) : map_loop(k, fin, launch));
     out << "}\n\n";
+    launch.traffic = traffic_;
     prog.launches.push_back(launch);
     if (rows.used) out << reduce_kernel(launch.name + "_rows", t, rows.offset, rows.chunks, prog, k);
     return out.str();
@@ -279,6 +280,8 @@ class CudaEmitter : public EmitterBase {
       out << "    }\n";
     }
     out << "  }\n}\n\n";
+    l.traffic = {{"scratch", -1, TrafficTerm::Per::Launch, false, false, max_chunks * t.partial_elems * prog.float_bytes},
+                 {"parameter gradients", -1, TrafficTerm::Per::Launch, true, false, t.partial_elems * prog.float_bytes}};
     prog.launches.push_back(l);
     return out.str();
   }

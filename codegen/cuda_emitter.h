@@ -20,6 +20,7 @@
 
 #include "codegen/cpu_emitter.h"
 #include "codegen/fuse.h"
+#include "codegen/traffic.h"
 
 namespace seastar::codegen {
 
@@ -35,6 +36,8 @@ struct CudaLaunch {
   int counter = -1;              ///< its work counter (dynamic assignment), else -1
   bool src_side = false;         ///< iterates the sources of a bipartite graph (NS, not N)
   int64_t shared_bytes = 0;      ///< dynamic shared memory per block
+  /// What it reads and writes per edge, per vertex (centre) and per launch (traffic.h).
+  std::vector<TrafficTerm> traffic;
 
   /// Items for a graph of N destinations, NS sources and E edges.
   int64_t num_items(int64_t N, int64_t E, int64_t NS) const {

@@ -21,6 +21,11 @@ void EmitterBase::emit_row_reduction(int a, std::ostringstream& update, std::ost
     slot_ptr += " + " + val(av.inputs[1], row).expr + "[0] * " + std::to_string(numel(x.shape));
   std::ostringstream& os = edge ? update : fin;
   const std::string ind = edge ? "        " : "      ";
+  // the block's partial sums are memory, read and written per row (an L1/L2-resident slot)
+  const std::string partial = "partial sums %" + std::to_string(a);
+  const int64_t row_bytes = numel(x.shape) * float_bytes();
+  note_traffic(edge ? TrafficTerm::Per::Edge : TrafficTerm::Per::Vertex, partial, -1, row_bytes, false, false);
+  note_traffic(edge ? TrafficTerm::Per::Edge : TrafficTerm::Per::Vertex, partial, -1, row_bytes, true, false);
   t.rows.push_back({a, S, t.partial_elems});
   t.partial_elems += S;
   if (x.op == Op::outer && layout_of(x) == Layout::Whole) {

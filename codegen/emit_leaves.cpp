@@ -12,13 +12,21 @@ Operand EmitterBase::emit_leaf(const Site& s) {
   if (v.op == Op::constant) {
     os << ind << "const T " << name << "[1] = {T(" << lit(v.p0) << ")};\n";
   } else if (v.op == Op::edge_id) {
+    reads_edge_id_ = reads_edge_id_ || kind_ == Kernel::Kind::Traverse;
     os << ind << "const int64_t " << name << "[1] = {e};\n";
   } else if (v.op == Op::edge_type) {
+    reads_edge_id_ = reads_edge_id_ || kind_ == Kernel::Kind::Traverse;
+    note_traffic(TrafficTerm::Per::Edge, "graph edge_type", -1, index_bytes(), false, kind_ == Kernel::Kind::Traverse);
     os << ind << "const int64_t " << name << "[1] = {(int64_t)((const I*)" << graph_array(launch::kEdgeType) << ")[e]};\n";
   } else if (v.op == Op::node_type) {
+    note_traffic(per_of(row), "graph node_type", -1, index_bytes(), false, row != "c");
     os << ind << "const int64_t " << name << "[1] = {(int64_t)((const I*)" << graph_array(launch::kNodeType) << ")[" << row << "]};\n";
   } else if (v.op == Op::degree) {
     const int ptr = launch::edge_index_base(v.group == Group::Src);
+    // a traversal's own centre offsets are read by its skeleton already
+    if (!(kind_ == Kernel::Kind::Traverse && row == "c" && v.group == group_))
+      note_traffic(per_of(row), v.group == Group::Src ? "graph out_ptr" : "graph in_ptr", -1, 2 * index_bytes(), false,
+                   row != "c");
     os << ind << "const T " << name << "[1] = {T(((const I*)" << graph_array(ptr) << ")[" << row
        << " + 1] - ((const I*)" << graph_array(ptr) << ")[" << row << "])};\n";
   } else {

@@ -132,6 +132,29 @@ std::string EmitterBase::endpoint_row(Group endpoint) const {
   return endpoint == group_ ? "c" : "n";
 }
 
+TrafficTerm::Per EmitterBase::per_of(const std::string& row) const {
+  if (row.empty()) return TrafficTerm::Per::Launch;
+  return row == "c" ? TrafficTerm::Per::Vertex : TrafficTerm::Per::Edge;
+}
+
+std::string EmitterBase::buffer_label(int b) const {
+  const Buffer& buf = p_.buffers[b];
+  switch (buf.role) {
+    case Buffer::Role::Input: return "input \"" + buf.name + "\"";
+    case Buffer::Role::GradOutput: return "grad_output " + std::to_string(buf.index);
+    case Buffer::Role::Output: return "output " + std::to_string(buf.index);
+    case Buffer::Role::Intermediate: break;
+  }
+  return "intermediate %" + std::to_string(buf.value);
+}
+
+void EmitterBase::note_traffic(TrafficTerm::Per per, const std::string& what, int buffer, int64_t bytes, bool write,
+                               bool gathered) {
+  for (const TrafficTerm& t : traffic_)  // one row read twice in a pass (two values of one buffer) moves once
+    if (t.what == what && t.per == per && t.write == write && t.pass == pass_) return;
+  traffic_.push_back({what, buffer, per, write, gathered, bytes, pass_});
+}
+
 std::ostringstream& EmitterBase::stream_for(const std::string& row) {
   if (kind_ == Kernel::Kind::EdgeMap) return body_;
   if (kind_ == Kernel::Kind::VertexMap || kind_ == Kernel::Kind::ParamMap) return pre_;
@@ -142,6 +165,13 @@ void EmitterBase::begin_kernel(const Kernel& k) {
   kind_ = k.kind;
   group_ = k.group;
   computing_.clear();
+  traffic_.clear();
+  pass_ = 0;
+  reads_edge_id_ = reads_nbr_ = false;
+  if (k.kind == Kernel::Kind::EdgeMap) {  // the skeleton reads both endpoints of every edge
+    note_traffic(TrafficTerm::Per::Edge, "graph src", -1, index_bytes(), false, false);
+    note_traffic(TrafficTerm::Per::Edge, "graph dst", -1, index_bytes(), false, false);
+  }
   if (k.precompute) computing_.insert(k.values.begin(), k.values.end());
   memo_.clear();
   pre_.str("");
@@ -174,10 +204,16 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
   auto key = std::make_pair(id, row);
   auto hit = memo_.find(key);
   if (hit != memo_.end()) return hit->second;
+  if (kind_ == Kernel::Kind::Traverse && row == "n") reads_nbr_ = true;
   auto rb = computing_.count(id) ? read_.end() : read_.find(id);
   if (rb != read_.end()) {
     if (kind_ == Kernel::Kind::Traverse && (row == "n" || row == "e"))
       (row == "n" ? random_rows_.nbr : random_rows_.edge).push_back({rb->second, numel(v.shape)});
+    const Buffer& buf = p_.buffers[rb->second];
+    const bool through_eid = kind_ == Kernel::Kind::Traverse && row == "e";
+    reads_edge_id_ = reads_edge_id_ || through_eid;
+    note_traffic(per_of(row), buffer_label(rb->second), rb->second, buf.numel * (buf.is_int ? 8 : float_bytes()), false,
+                 row == "n" || row == "s" || row == "d" || through_eid);
     return memo_[key] = Operand{buffer_ptr(rb->second, row), Layout::Whole};
   }
 
@@ -236,7 +272,10 @@ void EmitterBase::simd_pragma(std::ostringstream& os, Layout l, const std::strin
 
 void EmitterBase::store(std::ostringstream& os, int value, const Operand& src, const std::string& row, int64_t S) {
   note_width(m_.at(value));
-  for (int b : write_[value]) os << "      " << store_stmt(buffer_ptr(b, row), src, S) << "\n";
+  for (int b : write_[value]) {
+    os << "      " << store_stmt(buffer_ptr(b, row), src, S) << "\n";
+    note_traffic(per_of(row), buffer_label(b), b, S * (p_.buffers[b].is_int ? 8 : float_bytes()), true, false);
+  }
 }
 
 void EmitterBase::reduction(int a, std::ostringstream& init, std::ostringstream& update, std::ostringstream& fin,
@@ -258,7 +297,13 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
       if (accumulator_layout(m_.at(a)) == Layout::Whole) unstored_.insert(a);
   int last_pass = 0;
   for (int ps : k.pass) last_pass = std::max(last_pass, ps);
+  // the skeleton, per centre: its slot in the degree order and its two offsets
+  const std::string index = k.group == Group::Src ? "graph out_" : "graph in_";
+  note_traffic(TrafficTerm::Per::Vertex, index + "order", -1, index_bytes(), false, false);
+  note_traffic(TrafficTerm::Per::Vertex, index + "ptr", -1, 2 * index_bytes(), false, false);
   for (int pass = 0; pass <= last_pass; ++pass) {
+    pass_ = pass;
+    reads_edge_id_ = reads_nbr_ = false;
     // edge-level values live inside one pass's edge loop; centre values stay in scope
     for (auto it = memo_.begin(); it != memo_.end();)
       it = (it->first.second == "e" || it->first.second == "n") ? memo_.erase(it) : std::next(it);
@@ -268,6 +313,9 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
     std::ostringstream init, update, fin;
     for (size_t i = 0; i < k.values.size(); ++i)
       if (k.pass[i] == pass) reduction(k.values[i], init, update, fin, t);
+    // per edge of this pass: the neighbour and the original edge id, when the pass uses them
+    if (reads_nbr_) note_traffic(TrafficTerm::Per::Edge, index + "nbr", -1, index_bytes(), false, false);
+    if (reads_edge_id_) note_traffic(TrafficTerm::Per::Edge, index + "eid", -1, index_bytes(), false, false);
     if (pass > 0) pass_barrier(passes);
     passes << "      // pass " << pass << "\n" << pre_.str() << init.str()
            << "      for (int64_t j = beg; j < end; ++j) {\n"

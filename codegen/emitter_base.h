@@ -23,6 +23,7 @@
 
 #include "codegen/cpu_emitter.h"
 #include "codegen/fuse.h"
+#include "codegen/traffic.h"
 
 namespace seastar::codegen {
 
@@ -125,6 +126,18 @@ class EmitterBase {
   /// accumulators (in scope for the whole centre: C++) instead of from their buffers.
   virtual bool epilogue_reads_accumulators() const { return false; }
 
+  /// The current kernel's traffic (traffic.h), recorded as its reads and stores are emitted;
+  /// begin_kernel clears it, so an emission that is thrown away (a probe) leaves nothing.
+  void note_traffic(TrafficTerm::Per per, const std::string& what, int buffer, int64_t bytes, bool write,
+                    bool gathered);
+  /// Index bytes (sizeof(I)) and float bytes (sizeof(T)) of this emission.
+  int64_t index_bytes() const { return o_.index_type == "int64_t" ? 8 : 4; }
+  int64_t float_bytes() const { return o_.float_type == "double" ? 8 : 4; }
+  std::vector<TrafficTerm> traffic_;
+  int pass_ = 0;                ///< the traversal pass being emitted
+  bool reads_edge_id_ = false;  ///< the current pass reads `e` (a traversal's eid[j])
+  bool reads_nbr_ = false;      ///< the current pass reads `n` (a traversal's nbr[j])
+
   const FusedPlan& p_;
   const ir::Module& m_;
   EmitOptions o_;
@@ -140,6 +153,9 @@ class EmitterBase {
 
  private:
   std::string endpoint_row(ir::Group endpoint) const;
+  /// A row's item kind for the traffic model: "c" a vertex, "n"/"e"/"s"/"d" an edge, "" the launch.
+  TrafficTerm::Per per_of(const std::string& row) const;
+  std::string buffer_label(int b) const;
   std::ostringstream& stream_for(const std::string& row);
 
   // ---- val's op families, one file each; each emits one value and returns where it is -----------

@@ -32,12 +32,26 @@ py::list cuda_launches(FusedProgram& p, const std::string& direction, py::object
     d["features"] = l.mapping.features;
     d["shared_bytes"] = l.shared_bytes;
     d["counter"] = l.counter;
+    py::list traffic;  // the static traffic model (codegen/traffic.h)
+    for (const codegen::TrafficTerm& t : l.traffic) {
+      py::dict r;
+      r["what"] = t.what;
+      r["buffer"] = t.buffer;
+      r["per"] = codegen::to_string(t.per);
+      r["write"] = t.write;
+      r["gathered"] = t.gathered;
+      r["bytes"] = t.bytes;
+      r["pass"] = t.pass;
+      traffic.append(r);
+    }
+    d["traffic"] = traffic;
+    d["src_side"] = l.src_side;
     out.append(d);
   }
   return out;
 }
 
-int64_t cuda_grid(const py::dict& launch, int64_t num_nodes, int64_t num_edges) {
+int64_t cuda_grid(const py::dict& launch, int64_t num_nodes, int64_t num_edges, int64_t max_blocks) {
   codegen::CudaLaunch l;
   const std::string items = launch["items"].cast<std::string>();
   l.items = items == "vertices" ? codegen::CudaLaunch::Items::Vertices
@@ -48,7 +62,7 @@ int64_t cuda_grid(const py::dict& launch, int64_t num_nodes, int64_t num_edges) 
   l.mapping.group_threads = launch["group_threads"].cast<int>();
   l.mapping.block_threads = launch["block_threads"].cast<int>();
   l.mapping.groups_per_block = launch["groups_per_block"].cast<int>();
-  return launch::grid_size(l.mapping, std::max<int64_t>(l.num_items(num_nodes, num_edges, num_nodes), 1));
+  return launch::grid_size(l.mapping, std::max<int64_t>(l.num_items(num_nodes, num_edges, num_nodes), 1), max_blocks);
 }
 
 }  // namespace
@@ -78,7 +92,9 @@ void bind_runtime(py::module_& m) {
       }, py::arg("graph"), py::arg("inputs"), py::arg("grad_outputs"), "The gradients of lowered.wrt, in that order.")
       .def("cuda_launches", &cuda_launches, py::arg("direction"), py::arg("dtype"), py::arg("index_dtype") = "int32")
       .def_static("cuda_grid", &cuda_grid, py::arg("launch"), py::arg("num_nodes"), py::arg("num_edges"),
-                  "Blocks a launch (a dict of cuda_launches) takes for a graph of that size (no device cap).");
+                  py::arg("max_blocks") = 0,
+                  "Blocks a launch (a dict of cuda_launches) takes for a graph of that size, at most max_blocks "
+                  "(the device's resident blocks; 0: no cap), as the runtime sizes its grid.");
   m.def("fused_apply", &apply_fused, py::arg("program"), py::arg("graph"), py::arg("names"), py::arg("tensors"),
         "Runs a FusedProgram with autograd; returns its outputs.");
   m.def("kernel_cache_dir", &kernels::cache_dir);
