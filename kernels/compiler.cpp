@@ -3,7 +3,6 @@
 
 #include <dlfcn.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <map>
@@ -13,8 +12,10 @@
 #include "core/util/file_names.h"
 #include "core/util/errors.h"
 #include "core/util/log.h"
+#include "kernels/dlopen_fd.h"
 #include "kernels/host_toolchain.h"
 #include "kernels/subprocess.h"
+#include "kernels/work_dir.h"
 #include "kernels/worker_pool.h"
 
 namespace seastar::kernels {
@@ -36,56 +37,58 @@ struct Names {
   std::string index() const { return stem + "-" + lookup + ".index"; }
 };
 
-/// dlopen + the two symbols; false with `why` when the object is not the one for `key`.
-bool load(const std::string& so, const std::string& key, bool must_be_fresh, CompiledKernel* k, std::string* why) {
-  std::string path = so;
-  std::string alias;
-  if (must_be_fresh) {
-    // the loader reuses an object already loaded under the same name: one that proved wrong
-    // earlier and could not be unloaded is bypassed through a second name for the new file
-    if (void* stale = dlopen(so.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
-      dlclose(stale);
-      alias = cache::temp_path(so) + ".so";
-      if (::link(so.c_str(), alias.c_str()) == 0) path = alias;
-    }
-  }
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!alias.empty()) ::unlink(alias.c_str());
-  if (!handle) {
-    const char* e = dlerror();
-    *why = std::string("dlopen failed: ") + (e ? e : "unknown error");
-    return false;
-  }
+/// The last part of a path.
+std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+/// Reads the entry at `so` for `key` and loads that very file (the descriptor it was checked and
+/// read through, dlopen_fd.h). Found::hit only when it loaded and exports `key` and the entry
+/// point; otherwise `why` says what is wrong.
+cache::Found load(const std::string& so, const std::string& key, CompiledKernel* k, std::string* why) {
+  UniqueFd fd;
+  const cache::Found found = cache::read_entry(so, key, nullptr, why, &fd);
+  if (found != cache::Found::hit) return found;
+  // each load has a name of its own (dlopen_fd.h): an object that proved wrong earlier and
+  // could not be unloaded is never handed back for a rebuilt file
+  void* handle = dlopen_fd(fd.get(), so, RTLD_NOW | RTLD_LOCAL, why);
+  if (!handle) return cache::Found::bad;
   const char* built_for = static_cast<const char*>(dlsym(handle, cache::kKeySymbol));
-  EntryFn entry = reinterpret_cast<EntryFn>(dlsym(handle, launch::kEntrySymbol));
-  if (!built_for || key != built_for || !entry) {
+  EntryFn entry_fn = reinterpret_cast<EntryFn>(dlsym(handle, launch::kEntrySymbol));
+  if (!built_for || key != built_for || !entry_fn) {
     *why = !built_for ? std::string("its code exports no ") + cache::kKeySymbol
                       : key != built_for ? "its code was built for key " + std::string(built_for)
                                          : std::string("its code has no ") + launch::kEntrySymbol;
     dlclose(handle);
-    return false;
+    return cache::Found::bad;
   }
   // the kernels' threads: a kernel without the hook (the CUDA emulation) needs none
   using BindFn = void (*)(const void*);
   if (auto bind = reinterpret_cast<BindFn>(dlsym(handle, launch::kBindRuntimeSymbol))) bind(kernel_runtime());
-  k->entry = entry;
+  k->entry = entry_fn;
   k->path = so;
-  return true;
+  return cache::Found::hit;
 }
 
 /// Compiles `source` into the entry for `n.key`; throws CompileError / Interrupted.
 void build(const std::string& source, const std::string& name, const Names& n, const HostToolchain& tc) {
+  // written and compiled in a private folder, never in the cache folder itself: no one else
+  // can change the source between its writing and the compiler's reading it (work_dir.h)
+  cache::WorkDir work(n.so());
+  const std::string src = base_name(n.src()), obj = base_name(n.so());
   // the key travels inside the code, so a loaded object proves which source it came from
-  cache::write_file(n.src(), source + "\n// the cache key this object was built for (checked after dlopen)\n"
-                                      "extern \"C\" __attribute__((visibility(\"default\"))) const char " +
-                                      cache::kKeySymbol + "[] = \"" + n.key + "\";\n");
-  const std::string tmp = cache::temp_path(n.so());
-  cache::TempFile guard(tmp);
+  work.write(src, source + "\n// the cache key this object was built for (checked after dlopen)\n"
+                           "extern \"C\" __attribute__((visibility(\"default\"))) const char " +
+                           cache::kKeySymbol + "[] = \"" + n.key + "\";\n");
   std::vector<std::string> argv = tc.command;
   argv.insert(argv.end(), tc.flags.begin(), tc.flags.end());
-  argv.insert(argv.end(), {"-o", tmp, n.src()});
+  argv.insert(argv.end(), {"-o", obj, src});
   log::info("compiling " + n.src());
-  ProcessResult r = run_process(argv);
+  ProcessResult r = run_process(argv, work.fd());
+  // a copy to read beside the entry, which the compiler's messages name; nothing compiles it
+  try {
+    cache::install(work.fd(), src, n.src());
+  } catch (const Error& e) {
+    log::debug(std::string("the generated source is not kept: ") + e.what());
+  }
   if (r.signal == SIGINT || r.signal == SIGTERM || r.signal == SIGHUP) {
     check_interrupt();  // Python: raises the pending KeyboardInterrupt itself
     SEASTAR_THROW(Interrupted, "compiling the kernels of '", name, "' was interrupted (", r.describe(),
@@ -94,7 +97,7 @@ void build(const std::string& source, const std::string& name, const Names& n, c
   if (!r.ok())
     SEASTAR_THROW(CompileError, "compiling the kernels of '", name, "' failed: ", r.describe(), " (source: ", n.src(),
                   ")\n", format_command(argv), "\n", r.output);
-  cache::seal_and_install(tmp, n.so(), n.key,
+  cache::seal_and_install(work.fd(), obj, n.so(), n.key,
                           {{"lookup", n.lookup}, {"compiler", tc.version}, {"target", tc.target}, {"name", name}});
 }
 
@@ -113,8 +116,8 @@ CompiledKernel load_or_build(const std::string& source, const std::string& name,
                              const HostToolchain& tc) {
   CompiledKernel k;
   std::string why;
-  const cache::Found found = cache::read_entry(n.so(), n.key, nullptr, &why);
-  if (found == cache::Found::hit && load(n.so(), n.key, false, &k, &why)) {
+  const cache::Found found = load(n.so(), n.key, &k, &why);
+  if (found == cache::Found::hit) {
     k.cache_hit = true;
     update_index(n, tc);
     return k;
@@ -127,7 +130,7 @@ CompiledKernel load_or_build(const std::string& source, const std::string& name,
     if (was_bad) cache::discard(n.so(), n.key);  // never leave a bad entry behind
     throw;
   }
-  if (cache::read_entry(n.so(), n.key, nullptr, &why) != cache::Found::hit || !load(n.so(), n.key, was_bad, &k, &why)) {
+  if (load(n.so(), n.key, &k, &why) != cache::Found::hit) {
     cache::discard(n.so(), n.key);
     SEASTAR_THROW(CompileError, "the kernels of '", name, "' were compiled but cannot be loaded from ", n.so(), ": ",
                   why);
@@ -155,17 +158,18 @@ CompiledKernel load_indexed(const std::string& name, Names n, const HostToolchai
   }
   n.key = index.object;
   cache::Entry entry;
-  const cache::Found found = cache::read_entry(n.so(), n.key, &entry, &why);
-  if (found == cache::Found::missing) fail("are (the index names " + n.so() + ", which is gone)");
-  if (found == cache::Found::bad || entry.fields["lookup"] != n.lookup) {
-    if (found == cache::Found::hit) why = "it was built for another source or flags";
+  if (cache::read_entry(n.so(), n.key, &entry, &why) == cache::Found::hit && entry.fields["lookup"] != n.lookup) {
     cache::discard(n.so(), n.key);
-    fail("are usable (" + n.so() + ": " + why + "; removed)");
+    fail("are usable (" + n.so() + ": it was built for another source or flags; removed)");
   }
   CompiledKernel k;
-  if (!load(n.so(), n.key, false, &k, &why)) {
-    cache::discard(n.so(), n.key);
-    fail("are usable (" + n.so() + ": " + why + "; removed)");
+  switch (load(n.so(), n.key, &k, &why)) {
+    case cache::Found::missing: fail("are (the index names " + n.so() + ", which is gone)"); break;
+    case cache::Found::bad:
+      cache::discard(n.so(), n.key);
+      fail("are usable (" + n.so() + ": " + why + "; removed)");
+      break;
+    case cache::Found::hit: break;
   }
   log::info("host compiler unavailable; loaded " + n.so() + " (built by " + entry.fields["compiler"] + ")");
   k.cache_hit = true;

@@ -6,8 +6,10 @@
  * SEASTAR_CXXFLAGS) and what they resolve to on this machine (host_toolchain.h). Every entry
  * carries a trailer with its key, size and content hash, checked before dlopen, and the code
  * itself exports `seastar_kernel_key`, checked after: a damaged or misplaced entry is rebuilt
- * once, with a warning, and never loaded. The compiler runs from an argument vector, never
- * through a shell.
+ * once, with a warning, and never loaded; so is an entry that another user owns or that group
+ * or others can write (cache_trust.h). The source is written and compiled in a private folder
+ * (work_dir.h), and an entry is loaded through the descriptor it was checked through
+ * (dlopen_fd.h). The compiler runs from an argument vector, never through a shell.
  *
  * An index per (source, flags, CPU) records the key last built for them, so a warm cache keeps
  * working where the compiler cannot be run (a deployment without g++): the JIT then loads the

@@ -18,6 +18,7 @@
 
 #include "core/util/errors.h"
 #include "core/util/log.h"
+#include "kernels/cache_trust.h"
 
 // POSIX calls, not std::filesystem: libtorch exports its own copies of std::filesystem's
 // functions, and the dynamic linker may bind ours to them (remove_all crashed that way).
@@ -91,84 +92,41 @@ std::string where(const std::string& path) {
   return " (kernel cache " + parent(path) + "; SEASTAR_CACHE_DIR selects another directory)";
 }
 
-/// rm -r: a file, or a directory and everything in it; errno of the first failure, else 0.
-int remove_tree(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? 0 : errno;
-  if (!S_ISDIR(st.st_mode)) return ::unlink(path.c_str()) == 0 || errno == ENOENT ? 0 : errno;
-  if (DIR* d = ::opendir(path.c_str())) {
-    int err = 0;
-    while (dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") err = err ? err : remove_tree(path + "/" + n);
-    }
-    ::closedir(d);
-    if (err) return err;
-  }
-  return ::rmdir(path.c_str()) == 0 || errno == ENOENT ? 0 : errno;
-}
-
-/// mkdir -p; errno of the failure, else 0.
-int make_dirs(const std::string& dir) {
+/// mkdir -p, new folders with `mode`; errno of the failure, else 0.
+int make_dirs(const std::string& dir, mode_t mode) {
   for (size_t pos = 1; pos <= dir.size(); ++pos) {
     if (pos != dir.size() && dir[pos] != '/') continue;
     const std::string prefix = dir.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) return errno;
+    if (::mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) return errno;
   }
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) return errno;
   return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
 }
 
-/// Writes all of `data` to `fd`; errno on failure.
-bool write_all(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-/// Reads a whole regular file; returns errno (EISDIR for a directory), 0 on success.
-int read_all(const std::string& path, std::string* out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    int err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-    ::close(fd);
-    return err;
-  }
+/// Reads the rest of `fd` into `out`; errno on failure, else 0.
+int read_fd(int fd, std::string* out) {
   out->clear();
-  out->reserve(static_cast<size_t>(st.st_size));
   char buf[65536];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return err;
-    }
-    if (n == 0) break;
+    if (n < 0) return errno;
+    if (n == 0) return 0;
     out->append(buf, static_cast<size_t>(n));
   }
-  ::close(fd);
-  return 0;
 }
 
-void rename_into_place(const std::string& tmp, const std::string& path) {
-  if (::rename(tmp.c_str(), path.c_str()) == 0) return;
+/// Renames `name` in the folder open as `dir_fd` (AT_FDCWD: a path) to `path`.
+void rename_into_place(int dir_fd, const std::string& name, const std::string& path) {
+  if (::renameat(dir_fd, name.c_str(), AT_FDCWD, path.c_str()) == 0) return;
   int err = errno;
   if (err == EISDIR || err == ENOTEMPTY || err == EEXIST) {  // a directory squats the entry's name
-    remove_tree(path);
-    if (::rename(tmp.c_str(), path.c_str()) == 0) return;
+    cache::remove_tree_at(AT_FDCWD, path);
+    if (::renameat(dir_fd, name.c_str(), AT_FDCWD, path.c_str()) == 0) return;
     err = errno;
   }
-  SEASTAR_THROW(CompileError, "cannot rename ", tmp, " to ", path, ": ", std::strerror(err), where(path));
+  SEASTAR_THROW(CompileError, "cannot rename ", name, " to ", path, ": ", std::strerror(err), where(path));
 }
 
 }  // namespace
@@ -191,9 +149,18 @@ std::string ensure_dir() {
     if (::getcwd(cwd, sizeof cwd)) dir = std::string(cwd) + "/" + dir;
   }
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  if (int err = make_dirs(dir))
+  if (int err = make_dirs(dir, folder_mode()))
     SEASTAR_THROW(CompileError, "cannot create the kernel cache directory ", dir, ": ", std::strerror(err),
                   " (SEASTAR_CACHE_DIR selects another directory)");
+  // the folders checked are the folders used: through a symbolic link, another folder's
+  // owner and mode would decide, and the link could be pointed elsewhere afterwards
+  char* real = ::realpath(dir.c_str(), nullptr);
+  if (!real)
+    SEASTAR_THROW(CompileError, "cannot resolve the kernel cache directory ", dir, ": ", std::strerror(errno),
+                  " (SEASTAR_CACHE_DIR selects another directory)");
+  dir = real;
+  std::free(real);
+  check_folder(dir);
   static std::mutex mutex;
   static std::set<std::string> swept;
   {
@@ -204,7 +171,7 @@ std::string ensure_dir() {
 }
 
 int64_t temp_owner(const std::string& file_name) {
-  // <entry>.<pid>-<n>.tmp, optionally followed by a suffix (".so" for the compiler's output)
+  // <entry>.<pid>-<n>.tmp, optionally followed by a suffix (a WorkDir's mkdtemp letters)
   const size_t tmp = file_name.rfind(".tmp");
   if (tmp == std::string::npos) return -1;
   const size_t dash = file_name.rfind('-', tmp);
@@ -226,13 +193,15 @@ int sweep_stale_temps(const std::string& dir, int64_t dead_after_s, int64_t any_
     if (pid <= 0 || pid == ::getpid()) continue;
     const std::string path = dir + "/" + name;
     struct stat st;
-    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    // a WorkDir is a folder of this user's; another user's is theirs to remove
+    if (::lstat(path.c_str(), &st) != 0 || !(S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && st.st_uid == ::geteuid())))
+      continue;
     const int64_t age = static_cast<int64_t>(now - st.st_mtime);
     // a dead writer on this machine: its rename never comes; a writer on another machine that
     // shares the folder cannot be asked, so only a day-old file counts as abandoned there
     const bool dead = ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
     if ((dead && age >= dead_after_s) || age >= any_after_s) {
-      if (::unlink(path.c_str()) == 0) ++removed;
+      if (remove_tree_at(AT_FDCWD, path) == 0) ++removed;
     }
   }
   ::closedir(d);
@@ -241,16 +210,26 @@ int sweep_stale_temps(const std::string& dir, int64_t dead_after_s, int64_t any_
   return removed;
 }
 
-Found read_entry(const std::string& path, const std::string& key, Entry* entry, std::string* why) {
-  std::string data;
-  int err = read_all(path, &data);
-  if (err == ENOENT) return Found::missing;
+Found read_entry(const std::string& path, const std::string& key, Entry* entry, std::string* why, UniqueFd* fd_out) {
+  if (fd_out) fd_out->reset();
   auto bad = [&](const std::string& reason) {
     if (why) *why = reason;
     return Found::bad;
   };
-  if (err == EISDIR) return bad("it is a directory, not a file");
-  if (err) return bad(std::string("it cannot be read: ") + std::strerror(err));
+  // O_NONBLOCK: a FIFO in an entry's place must not stall the open
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd) {
+    const int err = errno;
+    if (err == ENOENT) return Found::missing;
+    if (err == ELOOP) return bad("it is a symbolic link");
+    return bad(std::string("it cannot be read: ") + std::strerror(err));
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return bad(std::string("it cannot be read: ") + std::strerror(errno));
+  if (const std::string untrusted = untrusted_entry(st); !untrusted.empty()) return bad(untrusted);
+  std::string data;
+  data.reserve(static_cast<size_t>(st.st_size));
+  if (int err = read_fd(fd.get(), &data)) return bad(std::string("it cannot be read: ") + std::strerror(err));
   if (data.size() < kFooterSize || data.compare(data.size() - kFooterSize, kMagicSize, kMagic) != 0)
     return bad("it has no valid trailer (truncated or overwritten; " + std::to_string(data.size()) + " bytes)");
   const std::string footer = data.substr(data.size() - kFooterSize);
@@ -276,21 +255,30 @@ Found read_entry(const std::string& path, const std::string& key, Entry* entry, 
   if (content_hash(data) != e.fields["hash"]) return bad("its content does not match its hash (damaged)");
   e.object = std::move(data);
   if (entry) *entry = std::move(e);
+  if (fd_out) *fd_out = std::move(fd);
   return Found::hit;
 }
 
-void seal_and_install(const std::string& tmp, const std::string& path, const std::string& key,
+void seal_and_install(int dir_fd, const std::string& name, const std::string& path, const std::string& key,
                       const std::map<std::string, std::string>& fields) {
+  UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  struct stat st;
+  if (!fd || ::fstat(fd.get(), &st) != 0)
+    SEASTAR_THROW(CompileError, "cannot read the compiler's output ", name, ": ", std::strerror(errno), where(path));
+  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid())
+    SEASTAR_THROW(CompileError, "the compiler's output ", name, " is not a file of this user's", where(path));
   std::string object;
-  if (int err = read_all(tmp, &object))
-    SEASTAR_THROW(CompileError, "cannot read the compiler's output ", tmp, ": ", std::strerror(err), where(path));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  bool ok = fd >= 0 && write_all(fd, trailer(object, key, fields));
-  int err = errno;
-  if (fd >= 0 && ::close(fd) != 0 && ok) ok = false, err = errno;
-  if (!ok) SEASTAR_THROW(CompileError, "cannot write ", tmp, ": ", std::strerror(err), where(path));
-  rename_into_place(tmp, path);
+  if (int err = read_fd(fd.get(), &object))
+    SEASTAR_THROW(CompileError, "cannot read the compiler's output ", name, ": ", std::strerror(err), where(path));
+  // the compiler made it 0777 & ~umask; an entry is private unless the cache is shared
+  bool ok = write_all(fd.get(), trailer(object, key, fields)) && ::fchmod(fd.get(), entry_mode(true)) == 0;
+  int err = ok ? 0 : errno;
+  if (::close(fd.release()) != 0 && ok) ok = false, err = errno;
+  if (!ok) SEASTAR_THROW(CompileError, "cannot write ", name, ": ", std::strerror(err), where(path));
+  rename_into_place(dir_fd, name, path);
 }
+
+void install(int dir_fd, const std::string& name, const std::string& path) { rename_into_place(dir_fd, name, path); }
 
 void write_entry(const std::string& path, const std::string& key, const std::string& object,
                  const std::map<std::string, std::string>& fields) {
@@ -300,12 +288,52 @@ void write_entry(const std::string& path, const std::string& key, const std::str
 void write_file(const std::string& path, const std::string& data) {
   const std::string tmp = temp_path(path);
   TempFile guard(tmp);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, entry_mode(false));
   bool ok = fd >= 0 && write_all(fd, data);
   int err = errno;
   if (fd >= 0 && ::close(fd) != 0 && ok) ok = false, err = errno;
   if (!ok) SEASTAR_THROW(CompileError, "cannot write ", tmp, ": ", std::strerror(err), where(path));
-  rename_into_place(tmp, path);
+  rename_into_place(AT_FDCWD, tmp, path);
+}
+
+bool write_all(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+int clear_dir(int fd) {
+  const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  DIR* d = copy >= 0 ? ::fdopendir(copy) : nullptr;
+  if (!d) {
+    const int err = errno;
+    if (copy >= 0) ::close(copy);
+    return err;
+  }
+  int err = 0;
+  while (dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") err = err ? err : remove_tree_at(fd, n);
+  }
+  ::closedir(d);
+  return err;
+}
+
+int remove_tree_at(int dir_fd, const std::string& name) {
+  struct stat st;
+  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT ? 0 : errno;
+  if (!S_ISDIR(st.st_mode)) return ::unlinkat(dir_fd, name.c_str(), 0) == 0 || errno == ENOENT ? 0 : errno;
+  // through a descriptor opened without following links: a folder swapped for a symbolic link
+  // meanwhile is not followed into whatever it points at
+  UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return errno == ENOENT ? 0 : errno;
+  if (int err = clear_dir(fd.get())) return err;
+  return ::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : errno;
 }
 
 std::string temp_path(const std::string& path) {
@@ -315,7 +343,7 @@ std::string temp_path(const std::string& path) {
 
 bool discard(const std::string& path, const std::string& key) {
   if (read_entry(path, key, nullptr, nullptr) == Found::hit) return true;  // replaced meanwhile
-  if (int err = remove_tree(path)) {
+  if (int err = remove_tree_at(AT_FDCWD, path)) {
     log::warn("cannot remove the bad kernel cache entry " + path + ": " + std::strerror(err));
     return false;
   }

@@ -10,17 +10,25 @@
  * The trailer sits after everything a loader reads (an ELF file is read through its headers'
  * offsets), so a shared library with a trailer loads as it is.
  *
- * Writers write under a temporary name in the same directory and rename: another process sees
- * the old entry or the whole new one. Concurrent writers of the same key write equivalent
- * entries; the last rename wins.
+ * The key catches damage, not intent: anyone who can write to the folder can recompute it. So
+ * the folder and every entry must also be such that only this user can have written them
+ * (cache_trust.h), checked before anything is compiled or loaded: the folder and those above it
+ * by ensure_dir(), an entry through the very descriptor it is then read (and loaded) through.
+ *
+ * Writers write under a temporary name in the same directory (a private folder, work_dir.h, for
+ * what a compiler writes) and rename: another process sees the old entry or the whole new one.
+ * Concurrent writers of the same key write equivalent entries; the last rename wins.
  *
  * Directory: $SEASTAR_CACHE_DIR, else $XDG_CACHE_HOME/seastar/kernels, else
  * ~/.cache/seastar/kernels.
  */
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
+
+#include "kernels/unique_fd.h"
 
 namespace seastar::kernels {
 
@@ -28,7 +36,7 @@ namespace seastar::kernels {
 std::string cache_dir();
 
 /// 64-bit FNV-1a of `text` as 16 hex digits: cache keys and the trailer's integrity check
-/// (accidental damage, not an adversary: the cache directory is the user's own).
+/// (accidental damage, not an adversary: cache_trust.h keeps others out of the folder).
 std::string content_hash(const std::string& text);
 
 namespace cache {
@@ -38,8 +46,9 @@ namespace cache {
 /// string (read back before loading, cuda_image_key.h).
 inline constexpr const char* kKeySymbol = "seastar_kernel_key";
 
-/// The cache directory as an absolute path, created if missing. Throws CompileError naming the
-/// directory and the reason when it cannot be created.
+/// The cache directory as an absolute path without symbolic links, created if missing (with
+/// the folders above it: cache::folder_mode()) and checked (cache::check_folder). Throws
+/// CompileError naming the directory and the reason when it cannot be created or trusted.
 std::string ensure_dir();
 
 struct Entry {
@@ -50,13 +59,24 @@ struct Entry {
 enum class Found { hit, missing, bad };
 
 /// Reads the entry at `path` and checks its trailer against `key`. On `bad`, `why` says what is
-/// wrong (truncated, a hash mismatch, another key, a directory, unreadable...).
-Found read_entry(const std::string& path, const std::string& key, Entry* entry, std::string* why);
+/// wrong (truncated, a hash mismatch, another key, a directory, a symbolic link, unreadable,
+/// another owner, writable by others...). The file is opened once, without following a
+/// symbolic link, and its owner and mode are checked (cache::untrusted_entry) through the
+/// descriptor its bytes are then read through; on a hit, `fd` (when given) receives that
+/// descriptor, so that what is loaded is the file that was checked (dlopen_fd.h), and is
+/// closed otherwise.
+Found read_entry(const std::string& path, const std::string& key, Entry* entry, std::string* why,
+                 UniqueFd* fd = nullptr);
 
-/// Appends the trailer to `tmp` (an object file a compiler wrote there) and renames it to
-/// `path`. Throws CompileError naming the file that could not be read or written.
-void seal_and_install(const std::string& tmp, const std::string& path, const std::string& key,
+/// Appends the trailer to the object file `name` in the folder open as `dir_fd` (a WorkDir,
+/// where a compiler wrote it), gives it an entry's mode and renames it to `path`. Throws
+/// CompileError naming the file that could not be read or written.
+void seal_and_install(int dir_fd, const std::string& name, const std::string& path, const std::string& key,
                       const std::map<std::string, std::string>& fields);
+
+/// Renames the file `name` in the folder open as `dir_fd` to `path` (a directory squatting
+/// `path` is removed first). Throws CompileError.
+void install(int dir_fd, const std::string& name, const std::string& path);
 
 /// Writes `object` with its trailer as the entry at `path` (temporary file + rename).
 void write_entry(const std::string& path, const std::string& key, const std::string& object,
@@ -65,14 +85,24 @@ void write_entry(const std::string& path, const std::string& key, const std::str
 /// Writes a plain file (a generated source) through a temporary file + rename.
 void write_file(const std::string& path, const std::string& data);
 
+/// Writes all of `data` to `fd`, retrying on EINTR; false (errno set) on failure.
+bool write_all(int fd, const std::string& data);
+
+/// rm -r of `name` in the folder open as `dir_fd` (AT_FDCWD: `name` is a path), following no
+/// symbolic link below it; errno of the first failure, else 0 (also when nothing is there).
+int remove_tree_at(int dir_fd, const std::string& name);
+
+/// Removes everything inside the folder open as `fd`, not the folder itself (as remove_tree_at).
+int clear_dir(int fd);
+
 /// A temporary name beside `path`, unique to this process and call: `<path>.<pid>-<n>.tmp`.
 std::string temp_path(const std::string& path);
 
 /// The pid in a temp_path file name (a suffix after ".tmp" is allowed), or -1 for any other name.
 int64_t temp_owner(const std::string& file_name);
 
-/// Removes the temporary files in `dir` that a killed process left behind (they are never
-/// renamed into place): those of a process no longer running on this machine once
+/// Removes the temporary files (and WorkDir folders) in `dir` that a killed process left behind
+/// (they are never renamed into place): those of a process no longer running on this machine once
 /// `dead_after_s` old, and any once `any_after_s` old (a writer on another machine sharing the
 /// folder). ensure_dir() runs it once per process and folder. Returns how many it removed.
 int sweep_stale_temps(const std::string& dir, int64_t dead_after_s = 600, int64_t any_after_s = 86400);

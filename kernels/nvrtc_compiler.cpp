@@ -115,7 +115,9 @@ void choose_target(const NvrtcLibrary& lib, int arch, CudaBinary* b) {
 }
 
 /// The disk cache's entry at b->path for `key` into `b`: hit, missing, or bad with `why`. The
-/// trailer vouches for the file; the image's own key (cuda_image_key.h) for where its code came from.
+/// owner and mode (cache_trust.h) vouch for who wrote the file, the trailer for its integrity,
+/// the image's own key (cuda_image_key.h) for where its code came from; all three are checked
+/// on the bytes read through one descriptor, and those bytes are what the driver gets.
 cache::Found read_cached(const std::string& key, CudaBinary* b, std::string* why) {
   cache::Entry entry;
   const cache::Found found = cache::read_entry(b->path, key, &entry, why);

@@ -84,11 +84,16 @@ void check_interrupt() {
   if (check) check();
 }
 
-ProcessResult run_process(const std::vector<std::string>& argv) {
+ProcessResult run_process(const std::vector<std::string>& argv, int cwd_fd) {
   ProcessResult r;
   if (argv.empty()) {
     r.spawn_error = "no program given (an empty command)";
     return r;
+  }
+  std::string program = argv[0];
+  if (cwd_fd >= 0 && program[0] != '/' && program.find('/') != std::string::npos) {
+    char cwd[4096];  // "./cxx" means the caller's ./cxx, not one in the child's folder
+    if (::getcwd(cwd, sizeof cwd)) program = std::string(cwd) + "/" + program;
   }
   // close-on-exec on both ends: a child spawned concurrently by another thread must not
   // inherit the write end, or this read would never see end-of-file
@@ -104,6 +109,7 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, write_end.fd, 1);
   posix_spawn_file_actions_adddup2(&actions, write_end.fd, 2);
+  if (cwd_fd >= 0) posix_spawn_file_actions_addfchdir_np(&actions, cwd_fd);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // Python ignores SIGPIPE and a caller's thread may block signals; the compiler gets defaults
@@ -124,7 +130,7 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
-  int err = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
+  int err = posix_spawnp(&pid, program.c_str(), &actions, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   write_end.reset();

@@ -36,8 +36,11 @@ std::vector<std::string> split_command(const std::string& command);
 /// The argument vector as one line for messages, each word quoted where a shell would need it.
 std::string format_command(const std::vector<std::string>& argv);
 
-/// Runs argv[0] (searched in PATH when it has no '/') with argv; waits for it to finish.
-ProcessResult run_process(const std::vector<std::string>& argv);
+/// Runs argv[0] (searched in PATH when it has no '/') with argv; waits for it to finish. With
+/// `cwd_fd`, the child starts in the folder open as that descriptor (the folder itself, even if
+/// its path names another one by then: the JIT's private WorkDir); a relative argv[0] with a
+/// '/' is still taken relative to the caller's working directory.
+ProcessResult run_process(const std::vector<std::string>& argv, int cwd_fd = -1);
 
 /// Installs the check polled while a child runs (about every 50 ms) and after it was ended by
 /// SIGINT; it may throw to abandon the child. The Python bindings install one that raises a

@@ -91,7 +91,8 @@ TEST(KernelCache, EntriesRoundTripAndCatchDamage) {
 
 TEST(KernelCache, TemporaryFilesOfDeadWritersAreSwept) {
   EXPECT_EQ(sk::cache::temp_owner("gat_fwd-0123abcd.so.4242-7.tmp"), 4242);
-  EXPECT_EQ(sk::cache::temp_owner("gat_fwd-0123abcd.so.4242-7.tmp.so"), 4242);  // the compiler's output
+  EXPECT_EQ(sk::cache::temp_owner("gat_fwd-0123abcd.so.4242-7.tmp.so"), 4242);  // a suffix after .tmp
+  EXPECT_EQ(sk::cache::temp_owner("gat_fwd-0123abcd.so.4242-7.tmp.x1Y2z3"), 4242);  // a WorkDir
   EXPECT_EQ(sk::cache::temp_owner("gat_fwd-0123abcd.so"), -1);
   EXPECT_EQ(sk::cache::temp_owner("x.tmp"), -1);
   EXPECT_EQ(sk::cache::temp_owner("x.12a-3.tmp"), -1);
@@ -116,7 +117,15 @@ TEST(KernelCache, TemporaryFilesOfDeadWritersAreSwept) {
   const std::string old_live = file("d.so." + live + "-0.tmp", 3600);    // its writer is still running
   const std::string ancient_live = file("e.so." + live + "-1.tmp", 200000);  // abandoned whoever wrote it
   const std::string entry = file("f.so", 200000);                        // an entry, never a temporary
-  EXPECT_EQ(sk::cache::sweep_stale_temps(dir), 3);
+  // a compile's private folder (kernels/work_dir.h), with the files its compiler left
+  const std::string work = dir + "/g.so." + dead + "-3.tmp.Ab12Cd";
+  ASSERT_EQ(mkdir(work.c_str(), 0700), 0);
+  file("g.so." + dead + "-3.tmp.Ab12Cd/g.cpp", 3600);
+  struct utimbuf old_work;
+  old_work.actime = old_work.modtime = time(nullptr) - 3600;
+  utime(work.c_str(), &old_work);
+  EXPECT_EQ(sk::cache::sweep_stale_temps(dir), 4);
+  EXPECT_FALSE(exists(work));
   EXPECT_FALSE(exists(old_dead));
   EXPECT_FALSE(exists(old_dead_so));
   EXPECT_TRUE(exists(young_dead));

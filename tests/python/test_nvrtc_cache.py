@@ -195,3 +195,35 @@ def test_ctrl_c_during_nvrtc_arrives_when_it_returns_and_leaves_a_good_entry(tmp
                            timeout=600)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout.strip().splitlines()[-1]) == {"hit": True}
+
+
+def test_images_others_could_have_written_are_rebuilt_and_a_shared_folder_is_refused(tmp_path):
+    """The trust rules of the host JIT's cache (kernels/cache_trust.h) hold for CUDA images too:
+    an image owned by another user or writable by group or others never reaches the driver but
+    is rebuilt as a private entry, and a folder others can write is refused before NVRTC runs."""
+    import stat as st
+
+    names = ["writable"] + (["foreign"] if os.geteuid() == 0 else []) + ["intact"]
+    cache = tmp_path / "kernels"
+    cold, _ = _run(cache, names)
+    path = {n: Path(v["path"]) for n, v in cold.items()}
+    assert st.S_IMODE(path["intact"].stat().st_mode) == 0o600
+    path["writable"].chmod(0o666)
+    if "foreign" in names:
+        os.chown(path["foreign"], 65534, 65534)
+    warm, err = _run(cache, names)
+    assert [n for n in names if not warm[n]["hit"]] == names[:-1], err
+    assert f"{path['writable']} is unusable (it is writable by group and others" in err, err
+    if "foreign" in names:
+        assert f"{path['foreign']} is unusable (it is owned by uid 65534" in err, err
+    for n in names:
+        info = path[n].stat()
+        assert info.st_uid == os.geteuid() and st.S_IMODE(info.st_mode) == 0o600, n
+    cache_entries.check_dir(cache)
+
+    cache.chmod(0o777)
+    env = dict(os.environ, SEASTAR_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", SCRIPT, "80", "intact"], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode != 0 and "CompileError" in r.stderr, r.stderr
+    assert f"the kernel cache folder {cache} is writable by group and others" in r.stderr, r.stderr
