@@ -145,7 +145,8 @@ TRAIN_LOG=$OUT/train.log
 : > "$TRAIN_LOG"
 run_step "train gat (cora)" "$(limit 40 130)" "$TRAIN_LOG" "$PY" examples/train.py --model gat --dataset cora --device cuda --quiet
 run_step "train gcn (cora)" "$(limit 30 120)" "$TRAIN_LOG" "$PY" examples/train.py --model gcn --dataset cora --device cuda --quiet
-GPU_MINIBATCH_CMD=${GPU_MINIBATCH_CMD:-"$PY examples/train_minibatch.py --device cuda --epochs 2"}
+# SAGE with --hidden at least the 100 features reads the pinned host table in place
+GPU_MINIBATCH_CMD=${GPU_MINIBATCH_CMD:-"$PY examples/train_minibatch.py --model sage --dataset synthetic --num-nodes 50000 --fanouts 10,5 --hidden 128 --batch-size 1024 --epochs 2 --device cuda --x-in-place --no-progress"}
 # shellcheck disable=SC2086  # the command is words
 run_step "train mini-batch" "$(limit 60 100)" "$TRAIN_LOG" $GPU_MINIBATCH_CMD
 

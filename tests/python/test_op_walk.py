@@ -66,6 +66,20 @@ def aggregations_torch(graph, h, w, k):
     return _scatter(h[src] * w, dst, n) / count + _scatter(h[src], dst, n, "amax") - _scatter(k[src], dst, n, "amin")
 
 
+@ss.vertex_program(name="walk_first_ties")
+def first_ties(v):
+    # ties="first" differentiates through the edge id of the extreme (agg_argmax / agg_argmin)
+    return ss.max((e.src.h for e in v.in_edges()), ties="first") - ss.min((e.src.k * e.w for e in v.in_edges()),
+                                                                          ties="first")
+
+
+def first_ties_torch(graph, h, w, k):
+    # the inputs tie only on copies of one edge, whose shares return to the same source row
+    src, dst = _endpoints(graph)
+    n = graph.num_nodes
+    return _scatter(h[src], dst, n, "amax") - _scatter(k[src] * w, dst, n, "amin")
+
+
 @ss.vertex_program(name="walk_feature_reductions")
 def feature_reductions(v):
     return ss.sum((e.src.h * v.k).sum(-1, keepdim=True) * e.src.h + e.src.h.mean(-1, keepdim=True)
@@ -92,7 +106,7 @@ def parameters_torch(graph, h, W, W0):
 
 @ss.vertex_program(name="walk_leaves")
 def leaves(v, Wn):
-    # the edge id enters the backward of a max over edges (its tie rule), in "aggregations"
+    # the edge id enters the backward of a max over edges with ties="first", in "first_ties"
     return ss.sum(e.w * e.src.h * v.in_degree * 0.5 + e.dst.h * v.out_degree for e in v.in_edges()) + v.h @ Wn[v.type]
 
 
@@ -114,7 +128,7 @@ def _inputs(name, graph):
 
     if name == "attention":
         return dict(h=r(n, 2, 3), el=r(n, 2, 1), er=r(n, 2, 1))
-    if name == "aggregations":
+    if name in ("aggregations", "first_ties"):
         return dict(h=r(n, 3), w=r(E, 1), k=r(n, 3))
     if name == "feature_reductions":
         return dict(h=r(n, 4), k=r(n, 4))
@@ -126,6 +140,7 @@ def _inputs(name, graph):
 CATALOGUE = {
     "attention": (attention, attention_torch),
     "aggregations": (aggregations, aggregations_torch),
+    "first_ties": (first_ties, first_ties_torch),
     "feature_reductions": (feature_reductions, feature_reductions_torch),
     "parameters": (parameters, parameters_torch),
     "leaves": (leaves, leaves_torch),
