@@ -1,7 +1,8 @@
 """Mini-batches onto the training device ahead of the step (``NeighborLoader(device=...)``).
 
 The loader thread gathers a batch's rows of ``x`` and ``y`` into pinned host memory, then issues
-the batch's host-to-device copies (its blocks' index arrays, the rows, the ids) with
+the batch's host-to-device copies (its blocks' index arrays, the rows, the ids; ``src_nodes``
+and ``edge_ids`` stay on the host) with
 ``non_blocking=True`` on a side CUDA stream and records an event after them. The training thread,
 when it takes the batch, makes its current stream wait for that event (a dependency between
 streams: the host does not wait) and ``record_stream``s every tensor the side stream allocated,
@@ -170,8 +171,8 @@ class BatchTransfer:
             return moved
 
         with self.streams.side():
-            for block in batch.blocks:
-                allocated.extend(_graph_to(block, dev, move))
+            for i, block in enumerate(batch.blocks):
+                allocated.extend(_graph_to(block, dev, move, out=i > 0))
             batch.input_nodes, batch.seed_nodes = move(batch.input_nodes), move(batch.seed_nodes)
             if batch.x is None and self.x_table is not None and self.x_table.device == dev and \
                     not batch.blocks[0].sources_global:  # the GPU-side gather: x lives on the device
@@ -197,17 +198,19 @@ def _record(allocated: List[torch.Tensor], t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def _graph_to(block, device: torch.device, move) -> List[torch.Tensor]:
-    """``block``'s index arrays on ``device`` (in-edges and out-edges: forward and backward read
-    them), copied without blocking; with global sources also its local twin and the source ids.
-    Returns the device tensors, which the training stream records."""
-    out: List[torch.Tensor] = []
+def _graph_to(block, device: torch.device, move, out: bool) -> List[torch.Tensor]:
+    """``block``'s index arrays on ``device``, copied without blocking: the in-edge index, and
+    with ``out`` the out-edge index (a backward into a hidden layer's sources reads it; the input
+    block's is sorted only if a gradient into ``x`` asks for it, then on the training stream, and
+    a global-source block's would have a row per table row); with global sources also its local
+    twin and the source ids. Returns the device tensors, which the training stream records."""
+    allocated: List[torch.Tensor] = []
     for g in (block, block.local_block):
         if g is None:
             continue
-        arrays = g._g.tensors(str(device), coo=False, out=True, non_blocking=True)
+        arrays = g._g.tensors(str(device), coo=False, out=out, non_blocking=True)
         if device.type != "cpu":
-            out.extend(t for t in arrays.values() if isinstance(t, torch.Tensor))
+            allocated.extend(t for t in arrays.values() if isinstance(t, torch.Tensor))
     if block.local_block is not None:
         block._local = (block._local[0], move(block._local[1]))
-    return out
+    return allocated
