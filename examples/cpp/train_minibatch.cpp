@@ -204,8 +204,10 @@ int run(const Args& args) {
       auto s0 = std::chrono::steady_clock::now();
       Batch b = sample(ds.graph, seeds, args.fanouts, args.seed * 1000003 + epoch * 7919 + lo);
       sample_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
-      // the blocks' index arrays go ahead of the rows, on the stream the step's kernels use
-      for (const Graph& block : b.blocks) block.on(device, /*coo=*/false, /*out=*/true, /*non_blocking=*/true);
+      // the blocks' index arrays go ahead of the rows, on the stream the step's kernels use; the
+      // hidden layers' out-edge index too (their backward reads it), not the input block's
+      for (size_t i = 0; i < b.blocks.size(); ++i)
+        b.blocks[i].on(device, /*coo=*/false, /*out=*/i > 0, /*non_blocking=*/true);
       opt.zero_grad();
       auto x = to_device(seastar::kernels::gather_rows(ds.x, b.input_nodes), device);  // a recycled host buffer
       auto y = to_device(ds.y.index_select(0, b.seeds), device);
