@@ -172,7 +172,9 @@ class BatchTransfer:
 
         with self.streams.side():
             for i, block in enumerate(batch.blocks):
-                allocated.extend(_graph_to(block, dev, move, out=i > 0))
+                # the input block's out-edge index only on a GPU, where building it inside the
+                # backward (a layer projecting before it aggregates, GAT) would wait for a copy
+                allocated.extend(_graph_to(block, dev, move, out=i > 0 or dev.type == "cuda"))
             batch.input_nodes, batch.seed_nodes = move(batch.input_nodes), move(batch.seed_nodes)
             if batch.x is None and self.x_table is not None and self.x_table.device == dev and \
                     not batch.blocks[0].sources_global:  # the GPU-side gather: x lives on the device
@@ -200,15 +202,16 @@ def _record(allocated: List[torch.Tensor], t: torch.Tensor) -> torch.Tensor:
 
 def _graph_to(block, device: torch.device, move, out: bool) -> List[torch.Tensor]:
     """``block``'s index arrays on ``device``, copied without blocking: the in-edge index, and
-    with ``out`` the out-edge index (a backward into a hidden layer's sources reads it; the input
-    block's is sorted only if a gradient into ``x`` asks for it, then on the training stream, and
-    a global-source block's would have a row per table row); with global sources also its local
-    twin and the source ids. Returns the device tensors, which the training stream records."""
+    with ``out`` the out-edge index (a backward into the block's sources reads it); with global
+    sources also its local twin and the source ids, but never the global block's own out-edge
+    index, which would have a row per table row (nothing reads it without a gradient into the
+    table). Returns the device tensors, which the training stream records."""
     allocated: List[torch.Tensor] = []
     for g in (block, block.local_block):
         if g is None:
             continue
-        arrays = g._g.tensors(str(device), coo=False, out=out, non_blocking=True)
+        g_out = out and not g.sources_global
+        arrays = g._g.tensors(str(device), coo=False, out=g_out, non_blocking=True)
         if device.type != "cpu":
             allocated.extend(t for t in arrays.values() if isinstance(t, torch.Tensor))
     if block.local_block is not None:

@@ -89,7 +89,8 @@ def test_every_tensor_of_a_batch_moves_and_is_recorded_on_the_training_stream():
     assert all(t.device == META for t in moved)
     for i, block in enumerate(b.blocks):
         arrays = block._g.tensors("meta", coo=False, out=False)
-        # the hidden layers' out-edge index too (their backward reads it), not the input block's
+        # the out-edge index too (a backward into the sources reads it); on the CPU not the input
+        # block's, sorted only when something reads it (on a GPU also the input block's)
         assert {"in_ptr", "in_nbr"} <= set(arrays) and ("out_ptr" in arrays) == (i > 0)
         moved += list(arrays.values())
     assert _ids(moved) <= _ids(item.allocated)
