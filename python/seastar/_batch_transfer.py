@@ -102,6 +102,9 @@ class _HostStreams:
     def side(self):
         return contextlib.nullcontext()
 
+    def follow_current(self) -> None:
+        pass
+
     def record(self):
         return None
 
@@ -121,6 +124,9 @@ class _CudaStreams:
 
     def side(self):
         return torch.cuda.stream(self.stream)
+
+    def follow_current(self) -> None:
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
 
     def record(self):
         event = torch.cuda.Event()
@@ -156,6 +162,12 @@ class BatchTransfer:
         if streams is None:
             streams = _CudaStreams(device) if device is not None and device.type == "cuda" else _HostStreams()
         self.streams = streams
+
+    def begin(self) -> None:
+        """Called on the training thread before an epoch's first copy: the side stream's work
+        then follows what the training stream has queued so far (a table the GPU is still
+        writing, e.g. ``x`` computed or copied there just before), without the host waiting."""
+        self.streams.follow_current()
 
     def start(self, batch) -> InFlight:
         if self.device is None:

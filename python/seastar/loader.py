@@ -235,6 +235,7 @@ class NeighborLoader:
         self.epoch += 1
         batches = self._batches(epoch)
         self.stats = {"epoch": epoch, "batches": len(batches), "sample_s": 0.0, "wait_s": 0.0}
+        self._transfer.begin()
         if self.prefetch == 0:
             for i, s in enumerate(batches):
                 t0 = time.perf_counter()

@@ -50,6 +50,9 @@ class RecordingStreams:
             self.log.append("leave side")
         return on_side()
 
+    def follow_current(self):
+        self.log.append("follow current")
+
     def record(self):
         assert self.inside, "the event must be recorded on the side stream, after the copies"
         self.log.append("record")
@@ -132,6 +135,7 @@ def test_the_loader_waits_for_each_batch_before_handing_it_out():
         streams = RecordingStreams()
         loader._transfer.streams = streams
         for i, b in enumerate(loader):
+            assert streams.log[0] == "follow current"  # the side stream follows the training stream first
             waits = [e for e in streams.log if isinstance(e, tuple)]
             assert len(waits) == i + 1 and waits[-1] == ("wait", f"event{i + 1}")
             assert streams.log.count("record") >= i + 1  # its copies were issued before
