@@ -215,7 +215,7 @@ class NeighborLoader:
 
     def _gather(self, b: MiniBatch) -> MiniBatch:
         """Rows of ``x`` and ``y`` on the host (none of a table on the device, which the transfer
-        gathers there), then the batch's copies to ``device`` issued (``_batch_transfer``)."""
+        gathers there). Subclasses fetch features their own way here."""
         if self.x_in_place:  # the first layer reads x itself through global source ids
             b.blocks[0] = b.blocks[0].with_global_sources(b.input_nodes, self.graph.num_nodes)
             b.x = self._x_table
@@ -223,12 +223,17 @@ class NeighborLoader:
             b.x = _batch_transfer.gather_rows(self.x, b.input_nodes, self.pin_memory)
         if self.y is not None and self.y.device.type == "cpu":
             b.y = _batch_transfer.gather_rows(self.y, b.seed_nodes, self.pin_memory)
+        return b
+
+    def _prepare(self, b: MiniBatch) -> "_batch_transfer.InFlight":
+        """The batch's features gathered and its copies to ``device`` issued (``_batch_transfer``)."""
+        b = self._gather(b)
         if self.pin_memory:  # the ids go to the device too
             b.input_nodes, b.seed_nodes = b.input_nodes.pin_memory(), b.seed_nodes.pin_memory()
         return self._transfer.start(b)
 
     def _make(self, epoch: int, index: int, seeds: torch.Tensor) -> MiniBatch:
-        return self._transfer.finish(self._gather(self._sample(epoch, index, seeds)))
+        return self._transfer.finish(self._prepare(self._sample(epoch, index, seeds)))
 
     def __iter__(self):
         epoch = self.epoch
@@ -273,7 +278,7 @@ class NeighborLoader:
                     freed.clear()  # before trying: a slot given back from here on sets it again
                     t0 = time.perf_counter()
                     if sampled and gathered.acquire(blocking=False):  # what training waits for first
-                        q.put(self._gather(sampled.popleft()))
+                        q.put(self._prepare(sampled.popleft()))
                     elif i < len(batches) and slots.acquire(blocking=False):
                         sampled.append(self._sample(epoch, i, batches[i]))
                         i += 1
