@@ -62,7 +62,13 @@ void bind_graph(py::module_& m) {
       .def(
           "tensors",
           [](const Graph& g, const std::string& device, bool coo, bool out_edges, bool non_blocking) {
-            const DeviceGraph& d = g.on(torch::Device(device), coo, out_edges, non_blocking);
+            const torch::Device dev(device);
+            const DeviceGraph* built = nullptr;
+            {  // sorting the out-edges and staging copies take a while: the loader thread calls this
+              py::gil_scoped_release nogil;
+              built = &g.on(dev, coo, out_edges, non_blocking);
+            }
+            const DeviceGraph& d = *built;
             py::dict out;
             out["in_ptr"] = d.in.ptr, out["in_nbr"] = d.in.nbr, out["in_eid"] = d.in.eid;
             out["in_order"] = d.in.degree_order;
