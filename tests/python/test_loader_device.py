@@ -279,16 +279,18 @@ def test_training_through_the_device_path_equals_training_without(make, x_in_pla
         _assert_same_training(_train(loader, make), base)
 
 
+@pytest.mark.parametrize("make", [_sage, _gat], ids=["sage", "gat"])
 @pytest.mark.parametrize("x_in_place", [False, True])
-def test_emulated_cuda_kernels_train_as_the_cpu_kernels(monkeypatch, x_in_place):
-    """The mini-batch step's generated CUDA (SAGE, reading x in place through global source ids
-    or gathered rows), run by the host emulator through the loader's device path."""
+def test_emulated_cuda_kernels_train_as_the_cpu_kernels(monkeypatch, make, x_in_place):
+    """The mini-batch step's generated CUDA (SAGE reading x in place through global source ids or
+    gathered rows, GAT gathering inside the layer), run by the host emulator through the loader's
+    device path."""
     graph, x, y = _data(n=200, e=1200)
-    base = _train(NeighborLoader((graph, x, y), [4, 3], batch_size=40, prefetch=0, seed=5), _sage, steps=2)
+    base = _train(NeighborLoader((graph, x, y), [4, 3], batch_size=40, prefetch=0, seed=5), make, steps=2)
     monkeypatch.setenv("SEASTAR_CUDA_EMULATE", "1")
     loader = NeighborLoader((graph, x, y), [4, 3], batch_size=40, prefetch=2, seed=5, device="cpu",
                             x_in_place=x_in_place)
-    _assert_same_training(_train(loader, _sage, steps=2), base, tol=1e-10)
+    _assert_same_training(_train(loader, make, steps=2), base, tol=1e-10)
 
 
 def test_layerwise_inference_on_a_named_device_equals_the_default():
