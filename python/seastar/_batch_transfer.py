@@ -89,8 +89,9 @@ def table_for_device(name: str, t: Optional[torch.Tensor], device: Optional[torc
 
 def gather_rows(t: torch.Tensor, ids: torch.Tensor, pin: bool) -> torch.Tensor:
     """``t[ids]`` on the host: into pinned memory when ``pin`` (the copy to the device then runs
-    behind the host), else into the loader's recycled buffers."""
-    if not pin:
+    behind the host), else into the loader's recycled buffers. A sparse table is gathered
+    unpinned (its copy then waits for the host)."""
+    if not pin or t.layout != torch.strided:
         return _C.gather_rows(t, ids)
     out = torch.empty((ids.numel(),) + tuple(t.shape[1:]), dtype=t.dtype, pin_memory=True)
     return torch.index_select(t, 0, ids, out=out)

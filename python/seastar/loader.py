@@ -119,8 +119,8 @@ class NeighborLoader:
     ``y`` may be None). ``input_nodes``: the seed vertices (None: all; a bool mask or ids).
     Batches differ per epoch (each ``iter()`` is a new epoch) and are the same for the same
     ``seed`` at any thread count. ``prefetch=0`` samples on the calling thread. ``x_in_place``,
-    ``device`` (where batches go: None keeps them on the CPU, or where ``x`` is) and ``pin_memory`` (None: pinned
-    when ``device`` is CUDA): see the module doc.
+    ``device`` (where batches go; None: where ``x`` or ``y`` is when that is a GPU, else the CPU)
+    and ``pin_memory`` (None: pinned when ``device`` is CUDA): see the module doc.
     """
 
     def __init__(self, data, num_neighbors: Sequence, batch_size: int = 1024, input_nodes=None,
