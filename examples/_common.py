@@ -27,6 +27,28 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, a
     return args
 
 
+def check_device(parser: argparse.ArgumentParser, name: str) -> None:
+    """``parser.error`` for a device torch does not know, that this machine does not have, or
+    that this build of Seastar cannot run kernels on (CUDA without the CUDA backend)."""
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        parser.error(f"--device must be cpu, cuda or cuda:N, got {name!r}")
+    if device.type == "cpu":
+        return
+    if device.type != "cuda":
+        parser.error(f"--device must be cpu, cuda or cuda:N, got {name!r}")
+    if not torch.cuda.is_available():
+        parser.error(f"--device {name}: no CUDA device is available here (torch {torch.__version__}: "
+                     f"torch.cuda.is_available() is False)")
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        parser.error(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    from seastar import _C
+    if not getattr(_C, "cuda_built", False):
+        parser.error(f"--device {name}: this build of Seastar has no CUDA backend (it was built without the CUDA "
+                     f"toolkit); rebuild with the toolkit installed, or use --device cpu")
+
+
 def start_run(args: argparse.Namespace, fallback_log: logging.Handler) -> None:
     """INFO logging; ``fallback_log`` collects seastar's messages (at least at INFO, so a program
     that falls back to the reference backend is recorded); ``--threads`` and ``--seed`` applied."""

@@ -5,6 +5,13 @@
     python examples/train_minibatch.py --model gat --dataset synthetic --num-nodes 1000000 --fanouts 15,10
     python examples/train_minibatch.py --model rgcn --dataset planted --num-nodes 100000 --fanouts 10,10
     python examples/train_minibatch.py --model hgt --dataset planted --num-nodes 20000 --fanouts 10,10 --hidden 32 --lr 0.01 --epochs 15
+    python examples/train_minibatch.py --model sage --dataset synthetic --device cuda --x-in-place
+
+``--device cuda`` trains on the GPU: the loader gathers each batch's rows into pinned host memory
+and copies the batch to the GPU on a side stream ahead of the step (NeighborLoader(device=...)).
+``--features`` says where the feature table lives: ``host`` (pinned with ``--x-in-place`` on a
+GPU, where the first layer reads it in place over the bus) or ``device`` (the whole table on the
+GPU, rows gathered there).
 
 ``--dataset planted`` is a typed graph (ss.datasets.planted_typed_classification: a vertex's class
 is written in the relations of its in-edges, and vertices have node types); its sampled blocks
@@ -39,6 +46,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import seastar.nn as snn  # noqa: E402
+
+from _common import check_device  # noqa: E402  (examples/, the script's folder)
 
 log = logging.getLogger("seastar.examples.train_minibatch")
 
@@ -146,6 +155,10 @@ def parse_args(argv=None):
     p.add_argument("--x-in-place", action="store_true",
                    help="the first layer reads the feature table through global source ids (nothing gathered per "
                         "batch; SAGE reads it in place, GAT gathers inside the layer); untyped datasets")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--features", choices=["host", "device"], default="host",
+                   help="where the feature table lives: host (pinned with --x-in-place on a GPU, read in place over "
+                        "the bus) or device (the whole table on --device, rows gathered there)")
     p.add_argument("--threads", type=int, default=0, help="torch/OpenMP threads (0: torch's default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -174,6 +187,7 @@ def parse_args(argv=None):
         p.error("--x-in-place needs a graph without node types (its blocks' node types are their sources')")
     if args.prefetch < 0 or args.threads < 0:
         p.error("--prefetch and --threads must be >= 0")
+    check_device(p, args.device)
     return args
 
 
@@ -201,10 +215,11 @@ def load(args):
 
 
 @torch.no_grad()
-def evaluate(model, ds, batch_size):
+def evaluate(model, ds, batch_size, device="cpu", x=None):
     model.eval()
-    out = ss.loader.layerwise_inference(model.convs, ds.graph, ds.x, batch_size, between=model.between)
-    pred = out.argmax(-1)
+    x = ds.x if x is None else x
+    out = ss.loader.layerwise_inference(model.convs, ds.graph, x, batch_size, between=model.between, device=device)
+    pred = out.argmax(-1).cpu()
     return {k: (pred[m] == ds.y[m]).float().mean().item() for k, m in
             (("train", ds.train_mask), ("val", ds.val_mask), ("test", ds.test_mask))}
 
@@ -221,33 +236,44 @@ def main(argv=None):
         typed = dict(num_relations=ds.graph.num_edge_types, aggr=args.aggr)
     elif args.model == "hgt":
         typed = dict(num_node_types=ds.graph.num_node_types, num_relations=ds.graph.num_edge_types)
+    device = torch.device(args.device)
     model = MODELS[args.model](ds.x.shape[1], args.hidden, ds.num_classes, len(args.fanouts), args.dropout, args.heads,
-                               **typed)
+                               **typed).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    loader = ss.loader.NeighborLoader(ds, num_neighbors=args.fanouts, batch_size=args.batch_size,
+    x = ds.x
+    if args.features == "device":
+        x = x.to(device)
+    elif device.type == "cuda" and args.x_in_place:
+        x = x.contiguous().pin_memory()  # read in place by the GPU through unified addressing
+    loader = ss.loader.NeighborLoader((ds.graph, x, ds.y), num_neighbors=args.fanouts, batch_size=args.batch_size,
                                       input_nodes=ds.train_mask, shuffle=True, seed=args.seed, prefetch=args.prefetch,
-                                      x_in_place=args.x_in_place)
-    log.info("%s on %s: %d vertices, %d edges, %d training seeds in %d batches of %d, fanouts %s, %d threads",
-             args.model, args.dataset, ds.graph.num_nodes, ds.graph.num_edges, int(ds.train_mask.sum()), len(loader),
-             args.batch_size, args.fanouts, torch.get_num_threads())
+                                      x_in_place=args.x_in_place, device=device)
+    log.info("%s on %s: %d vertices, %d edges, %d training seeds in %d batches of %d, fanouts %s, %d threads, "
+             "device %s (features on the %s)", args.model, args.dataset, ds.graph.num_nodes, ds.graph.num_edges,
+             int(ds.train_mask.sum()), len(loader), args.batch_size, args.fanouts, torch.get_num_threads(), device,
+             args.features)
     best = {"val": -1.0}
     history = []
     for epoch in range(1, args.epochs + 1):
         model.train()
         t0 = time.perf_counter()
-        total_loss, correct, count = 0.0, 0, 0
+        # summed on the device: reading a number back each step would make the host wait for the GPU
+        total_loss = torch.zeros((), dtype=torch.float64, device=device)
+        correct = torch.zeros((), dtype=torch.long, device=device)
+        count = 0
         for batch in ss.progress.bar(loader, desc=f"epoch {epoch}", disable=args.no_progress):
             opt.zero_grad()
             out = model(batch.blocks, batch.x)
             loss = F.cross_entropy(out, batch.y)
             loss.backward()
             opt.step()
-            total_loss += loss.item() * batch.batch_size
-            correct += int((out.argmax(-1) == batch.y).sum())
+            total_loss += loss.detach() * batch.batch_size
+            correct += (out.argmax(-1) == batch.y).sum()
             count += batch.batch_size
+        total_loss, correct = total_loss.item(), int(correct)  # waits for the epoch's last step
         epoch_s = time.perf_counter() - t0
         wait_s, sample_s = loader.stats["wait_s"], loader.stats["sample_s"]
-        acc = evaluate(model, ds, args.eval_batch_size)
+        acc = evaluate(model, ds, args.eval_batch_size, device, x if args.features == "device" else ds.x)
         row = dict(epoch=epoch, loss=total_loss / count, train_batches_acc=correct / count, val=acc["val"],
                    test=acc["test"], epoch_s=epoch_s, sampling_s=sample_s, waited_s=wait_s,
                    compute_s=epoch_s - wait_s, seeds_per_s=count / epoch_s)

@@ -144,14 +144,18 @@ Graph Graph::bipartite(const torch::Tensor& edge_index, int64_t num_src, int64_t
                                              std::move(types)));
 }
 
-const DeviceGraph& Graph::on(const torch::Device& device, bool coo, bool out) const {
+const DeviceGraph& Graph::on(const torch::Device& device, bool coo, bool out, bool non_blocking) const {
   const GraphData& g = data();
   std::lock_guard<std::mutex> lock(cache_->mutex);
   auto& slot = cache_->by_device[device.str()];
+  // pageable host memory makes a copy to a CUDA device wait for it; a pinned staging copy lets it
+  // run behind the host (torch's host allocator keeps the staging block until the copy is done)
+  const bool async = non_blocking && device.is_cuda();
+  auto copy = [&](const torch::Tensor& t) { return async ? t.pin_memory().to(device, true) : t.to(device); };
   auto to_device = [&](std::initializer_list<torch::Tensor*> ts) {
     if (!device.is_cpu())
       for (torch::Tensor* t : ts)
-        if (t->defined()) *t = t->to(device);
+        if (t->defined()) *t = copy(*t);
   };
   if (!slot) {
     auto dg = std::make_unique<DeviceGraph>();
@@ -168,7 +172,7 @@ const DeviceGraph& Graph::on(const torch::Device& device, bool coo, bool out) co
     slot->out = std::move(o);
   }
   if (coo && !slot->src.defined()) {  // written once under the lock, before any reader is handed them
-    torch::Tensor coo = coo_tensor(g, slot->index_dtype).to(device);
+    torch::Tensor coo = copy(coo_tensor(g, slot->index_dtype));
     slot->src = coo[0], slot->dst = coo[1];
   }
   return *slot;

@@ -74,7 +74,12 @@ class Graph {
   /// (src, dst) only with `coo`: kernels over edges read them, the others never do, and they
   /// cost two E-long arrays. The out-edge index only with `out`: kernels centred at sources
   /// read it, and a sampled block may never have sorted it (GraphData::out()).
-  const DeviceGraph& on(const torch::Device& device, bool coo = true, bool out = true) const;
+  /// `non_blocking`: arrays copied to a CUDA device now go through pinned host memory and are
+  /// copied asynchronously on the current stream, so the caller must make every other stream
+  /// that reads them wait for it (NeighborLoader's side-stream transfer). Without it the copy
+  /// completes before on() returns, and any stream may read the arrays at once.
+  const DeviceGraph& on(const torch::Device& device, bool coo = true, bool out = true,
+                        bool non_blocking = false) const;
 
   /// [2, E] int64 on CPU, built once and shared by every caller (layers read it on each call);
   /// an in-place change to it is noticed (torch's version counter) and the next call rebuilds it.

@@ -3,7 +3,12 @@
  * blocks as bipartite seastar::Graphs, a vertex program for the neighbour mean and LibTorch's
  * torch::nn / torch::optim, no Python. The C++ twin of examples/train_minibatch.py.
  *
- *   seastar_train_minibatch --epochs 30 --fanouts 25,10 --batch-size 64 --seed 0 [DATA_DIR]
+ *   seastar_train_minibatch --epochs 30 --fanouts 25,10 --batch-size 64 --seed 0 [--device cuda] [DATA_DIR]
+ *
+ * --device cuda (or cuda:N) trains on the GPU: a batch's rows are gathered on the host into pinned
+ * memory and copied, like its blocks' index arrays, without blocking on torch's current stream,
+ * where the step's kernels follow them; the loss and accuracy are summed on the device and read
+ * once per epoch, so no step makes the host wait for the GPU.
  *
  * Each layer is out = W_l mean_{j -> i} h_j + b + W_r h_i on a block whose destinations are its
  * first num_dst sources (so h_i is a view of the first num_dst rows of h). Evaluation samples
@@ -14,6 +19,8 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
+#include <stdexcept>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -80,7 +87,37 @@ struct Args {
   std::vector<int64_t> fanouts{25, 10};
   uint64_t seed = 0;
   std::string data = SEASTAR_CORA_DIR;
+  std::string device = "cpu";
 };
+
+/// The device of --device, or an error saying why this machine or build cannot train there.
+torch::Device training_device(const std::string& name) {
+  std::optional<torch::Device> d;
+  try {
+    d.emplace(name);
+  } catch (const std::exception&) {
+    throw std::runtime_error("--device must be cpu, cuda or cuda:N, got '" + name + "'");
+  }
+  if (d->is_cpu()) return *d;
+  if (!d->is_cuda()) throw std::runtime_error("--device must be cpu, cuda or cuda:N, got '" + name + "'");
+#ifndef SEASTAR_WITH_CUDA
+  throw std::runtime_error("--device " + name + ": this build of Seastar has no CUDA backend (it was built without "
+                           "the CUDA toolkit); rebuild with the toolkit installed, or use --device cpu");
+#endif
+  if (!torch::cuda::is_available())
+    throw std::runtime_error("--device " + name + ": no CUDA device is available here (torch::cuda::is_available() "
+                             "is false)");
+  const auto count = static_cast<int64_t>(torch::cuda::device_count());
+  if (d->index() >= count)
+    throw std::runtime_error("--device " + name + ": this machine has " + std::to_string(count) + " CUDA device(s)");
+  return d->has_index() ? *d : torch::Device(torch::kCUDA, 0);
+}
+
+/// `t` on `device`: through pinned memory and a copy that does not block the host on a GPU
+/// (torch's host allocator keeps the pinned block until the copy has run).
+torch::Tensor to_device(const torch::Tensor& t, const torch::Device& device) {
+  return device.is_cpu() ? t : t.pin_memory().to(device, /*non_blocking=*/true);
+}
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -99,6 +136,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--batch-size") a.batch_size = positive(value());
     else if (k == "--hidden") a.hidden = positive(value());
     else if (k == "--seed") a.seed = std::stoull(value());
+    else if (k == "--device") a.device = value();
     else if (k == "--fanouts") {
       a.fanouts.clear();
       std::stringstream ss(value());
@@ -110,7 +148,7 @@ Args parse(int argc, char** argv) {
       if (a.fanouts.empty()) throw std::runtime_error("--fanouts needs at least one fanout");
     } else if (k == "--help" || k == "-h") {
       std::cout << "usage: seastar_train_minibatch [--epochs N] [--fanouts 25,10] [--batch-size B] [--hidden H] "
-                   "[--seed S] [DATA_DIR]\n";
+                   "[--seed S] [--device cpu|cuda|cuda:N] [DATA_DIR]\n";
       std::exit(0);
     } else if (!k.empty() && k[0] == '-') throw std::runtime_error("unknown option " + k);
     else a.data = k;
@@ -119,6 +157,8 @@ Args parse(int argc, char** argv) {
 }
 
 int run(const Args& args) {
+  const torch::Device device = training_device(args.device);
+  std::printf("training on %s\n", device.str().c_str());
   torch::manual_seed(static_cast<int64_t>(args.seed));
   auto ds = seastar_examples::load_planetoid(args.data, /*sparse_features=*/false);
   const int64_t n = ds.graph.num_nodes();
@@ -131,6 +171,7 @@ int run(const Args& args) {
     layers.emplace_back(dims[i], dims[i + 1]);
     model->push_back(layers.back());
   }
+  model->to(device);
   torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(0.01).weight_decay(5e-4));
   auto forward = [&](const Batch& b, const torch::Tensor& x, bool training) {
     torch::Tensor h = x;
@@ -153,7 +194,9 @@ int run(const Args& args) {
     auto t0 = std::chrono::steady_clock::now();
     model->train();
     auto perm = torch::randperm(static_cast<int64_t>(train_ids.size()));
-    double loss_sum = 0, sample_s = 0;
+    double sample_s = 0;
+    // summed on the device: reading the loss back each step would make the host wait for the GPU
+    torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
     for (int64_t lo = 0; lo < perm.numel(); lo += args.batch_size) {
       std::vector<int64_t> seeds;
       for (int64_t i = lo; i < std::min<int64_t>(perm.numel(), lo + args.batch_size); ++i)
@@ -161,23 +204,31 @@ int run(const Args& args) {
       auto s0 = std::chrono::steady_clock::now();
       Batch b = sample(ds.graph, seeds, args.fanouts, args.seed * 1000003 + epoch * 7919 + lo);
       sample_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+      // the blocks' index arrays go ahead of the rows, on the stream the step's kernels use; the
+      // hidden layers' out-edge index too (their backward reads it), not the input block's
+      for (size_t i = 0; i < b.blocks.size(); ++i)
+        b.blocks[i].on(device, /*coo=*/false, /*out=*/i > 0, /*non_blocking=*/true);
       opt.zero_grad();
-      auto x = seastar::kernels::gather_rows(ds.x, b.input_nodes);  // into a buffer a past batch gave back
-      auto loss = torch::nn::functional::cross_entropy(forward(b, x, true), ds.y.index_select(0, b.seeds));
+      auto x = to_device(seastar::kernels::gather_rows(ds.x, b.input_nodes), device);  // a recycled host buffer
+      auto y = to_device(ds.y.index_select(0, b.seeds), device);
+      auto loss = torch::nn::functional::cross_entropy(forward(b, x, true), y);
       loss.backward();
       opt.step();
-      loss_sum += loss.item<double>() * static_cast<double>(seeds.size());
+      loss_sum += loss.detach() * static_cast<double>(seeds.size());
     }
+    const double mean_loss = loss_sum.item<double>() / static_cast<double>(train_ids.size());  // waits for the GPU
     double epoch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     model->eval();
     torch::NoGradGuard no_grad;
-    auto pred = forward(full, seastar::kernels::gather_rows(ds.x, full.input_nodes), false).argmax(-1);
+    auto pred = forward(full, to_device(seastar::kernels::gather_rows(ds.x, full.input_nodes), device), false)
+                    .argmax(-1)
+                    .cpu();
     // full.seeds = every vertex in id order, so pred[v] is vertex v's prediction
     auto acc = [&](const torch::Tensor& m) { return pred.index({m}).eq(ds.y.index({m})).to(torch::kDouble).mean().item<double>(); };
     double val = acc(ds.val_mask), test = acc(ds.test_mask);
     if (val > best_val) best_val = val, best_test = test, best_epoch = epoch;
     std::printf("epoch %3d  loss %.4f  val %.3f  test %.3f  epoch %.0f ms (sampling %.0f ms)\n", epoch,
-                loss_sum / static_cast<double>(train_ids.size()), val, test, epoch_s * 1e3, sample_s * 1e3);
+                mean_loss, val, test, epoch_s * 1e3, sample_s * 1e3);
   }
   std::printf("mini-batch sage: test accuracy %.4f at the best validation epoch %d (val %.4f)\n", best_test,
               best_epoch, best_val);

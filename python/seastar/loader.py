@@ -21,6 +21,17 @@ with ``mean`` / ``sum`` / ``max`` / ``min`` into at least as many channels, GINC
 the table in place; the others (GATConv, RGCNConv, SAGEConv projecting first, ...) gather the
 rows they need inside the layer, on the training thread. It saves one batch's rows of ``x`` per
 batch in flight.
+
+``device="cuda"`` (or ``"cuda:N"``) puts each batch on the GPU ahead of the step: the loader
+thread gathers rows into pinned host memory (``pin_memory``, torch DataLoader's name; on by
+default for a CUDA device) and issues the copies on a side stream; the training stream waits for
+them through an event, so the step itself never waits for the host (seastar/_batch_transfer.py).
+``x`` (and ``y``) may live on that device already: the rows are then gathered there. With
+``x_in_place=True`` a CUDA ``x`` is read in place, and so is a CPU ``x`` in pinned memory
+(``x.pin_memory()``): the kernels read its rows over the bus through unified addressing, so a
+feature table larger than the GPU trains with nothing gathered on the host, at the price of
+reading a row over the bus once per edge that reads it (a gathering layer reads each row once).
+``device="cpu"`` runs the same path with no stream and no copy.
 """
 from __future__ import annotations
 
@@ -36,6 +47,7 @@ from typing import List, Optional, Sequence, Union
 import torch
 
 from . import _C
+from . import _batch_transfer
 from .graph import Graph
 
 log = logging.getLogger("seastar")
@@ -106,13 +118,15 @@ class NeighborLoader:
     ``data``: a dataset object (``graph``, ``x``, ``y``) or a ``(graph, x, y)`` triple (``x`` or
     ``y`` may be None). ``input_nodes``: the seed vertices (None: all; a bool mask or ids).
     Batches differ per epoch (each ``iter()`` is a new epoch) and are the same for the same
-    ``seed`` at any thread count. ``prefetch=0`` samples on the calling thread. ``x_in_place``:
-    see the module doc.
+    ``seed`` at any thread count. ``prefetch=0`` samples on the calling thread. ``x_in_place``,
+    ``device`` (where batches go; None: where ``x`` or ``y`` is when that is a GPU, else the CPU)
+    and ``pin_memory`` (None: pinned when ``device`` is CUDA): see the module doc.
     """
 
     def __init__(self, data, num_neighbors: Sequence, batch_size: int = 1024, input_nodes=None,
                  shuffle: bool = True, drop_last: bool = False, seed: int = 0, prefetch: int = 2,
-                 replace: bool = False, weights: Optional[torch.Tensor] = None, x_in_place: bool = False):
+                 replace: bool = False, weights: Optional[torch.Tensor] = None, x_in_place: bool = False,
+                 device=None, pin_memory: Optional[bool] = None):
         if isinstance(data, (tuple, list)):
             if len(data) != 3:
                 raise ValueError("data must be a dataset object or a (graph, x, y) triple")
@@ -137,10 +151,20 @@ class NeighborLoader:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if int(prefetch) < 0:
             raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+        if device is None:  # a table already on a GPU takes its batches there
+            device = next((t.device for t in (x, y) if isinstance(t, torch.Tensor) and t.device.type == "cuda"), None)
+        self.device = _batch_transfer.resolve_device(device)
+        self.pin_memory = _batch_transfer.resolve_pin_memory(pin_memory, self.device)
+        for name, t in (("x", x), ("y", y)):
+            if t is not None and t.device.type != "cpu" and t.device != self.device:
+                raise ValueError(f"{name} is on {t.device} but the loader's device is {self.device}: pass "
+                                 f"device={str(t.device)!r}, or keep {name} on the CPU")
+        # what blocks[0] reads with x_in_place (on a CUDA device: x itself, or a CUDA view of a pinned x)
+        x_table = _batch_transfer.table_for_device("x", x, self.device, bool(x_in_place))
         if input_nodes is None:
             seeds = torch.arange(n)
         else:
-            t = torch.as_tensor(input_nodes)
+            t = torch.as_tensor(input_nodes).cpu()  # the sampler reads seeds on the host
             if t.dtype == torch.bool:
                 if t.numel() != n:
                     raise ValueError(f"an input_nodes mask needs {n} entries, got {t.numel()}")
@@ -157,6 +181,8 @@ class NeighborLoader:
         self.seed, self.prefetch, self.replace, self.weights = int(seed), int(prefetch), bool(replace), weights
         self.seeds = seeds
         self.x_in_place = bool(x_in_place)
+        self._x_table = x_table
+        self._transfer = _batch_transfer.BatchTransfer(self.device, x_table, y)
         self.epoch = 0
         self.stats = {}
 
@@ -188,23 +214,33 @@ class NeighborLoader:
                              self.weights)
 
     def _gather(self, b: MiniBatch) -> MiniBatch:
+        """Rows of ``x`` and ``y`` on the host (none of a table on the device, which the transfer
+        gathers there). Subclasses fetch features their own way here."""
         if self.x_in_place:  # the first layer reads x itself through global source ids
             b.blocks[0] = b.blocks[0].with_global_sources(b.input_nodes, self.graph.num_nodes)
-            b.x = self.x
-        elif self.x is not None:  # CPU rows are copied without the GIL (index_select elsewhere)
-            b.x = _C.gather_rows(self.x, b.input_nodes)
-        if self.y is not None:
-            b.y = _C.gather_rows(self.y, b.seed_nodes)
+            b.x = self._x_table
+        elif self.x is not None and self.x.device.type == "cpu":  # no GIL held (index_select elsewhere)
+            b.x = _batch_transfer.gather_rows(self.x, b.input_nodes, self.pin_memory)
+        if self.y is not None and self.y.device.type == "cpu":
+            b.y = _batch_transfer.gather_rows(self.y, b.seed_nodes, self.pin_memory)
         return b
 
+    def _prepare(self, b: MiniBatch) -> "_batch_transfer.InFlight":
+        """The batch's features gathered and its copies to ``device`` issued (``_batch_transfer``)."""
+        b = self._gather(b)
+        if self.pin_memory:  # the ids go to the device too
+            b.input_nodes, b.seed_nodes = b.input_nodes.pin_memory(), b.seed_nodes.pin_memory()
+        return self._transfer.start(b)
+
     def _make(self, epoch: int, index: int, seeds: torch.Tensor) -> MiniBatch:
-        return self._gather(self._sample(epoch, index, seeds))
+        return self._transfer.finish(self._prepare(self._sample(epoch, index, seeds)))
 
     def __iter__(self):
         epoch = self.epoch
         self.epoch += 1
         batches = self._batches(epoch)
         self.stats = {"epoch": epoch, "batches": len(batches), "sample_s": 0.0, "wait_s": 0.0}
+        self._transfer.begin()
         if self.prefetch == 0:
             for i, s in enumerate(batches):
                 t0 = time.perf_counter()
@@ -242,7 +278,7 @@ class NeighborLoader:
                     freed.clear()  # before trying: a slot given back from here on sets it again
                     t0 = time.perf_counter()
                     if sampled and gathered.acquire(blocking=False):  # what training waits for first
-                        q.put(self._gather(sampled.popleft()))
+                        q.put(self._prepare(sampled.popleft()))
                     elif i < len(batches) and slots.acquire(blocking=False):
                         sampled.append(self._sample(epoch, i, batches[i]))
                         i += 1
@@ -268,6 +304,7 @@ class NeighborLoader:
                 slots.release()
                 gathered.release()
                 freed.set()
+                item = self._transfer.finish(item)  # the training stream waits for the batch's copies
                 yield item
                 del item  # the batch trained on is not kept while the next one is awaited
         finally:
@@ -284,16 +321,19 @@ def _cores() -> int:
 
 
 def layerwise_inference(layers: Sequence, graph: Graph, x: torch.Tensor, batch_size: int = 4096,
-                        between=None) -> torch.Tensor:
+                        between=None, device=None) -> torch.Tensor:
     """Full-neighbourhood inference one layer at a time, in chunks of destinations: for graphs
     whose full forward pass does not fit at once. ``layers[i](block, h)`` maps source rows of a
     bipartite block to its destinations; ``between(i, h)`` (e.g. an activation) runs after
-    every layer but the last. Returns [num_nodes, F_out]. Runs under ``torch.no_grad()``."""
+    every layer but the last. ``device``: where the layers run (default: ``x``'s device); a
+    chunk's rows of ``x`` go there, so ``x`` may stay on the host. Returns [num_nodes, F_out]
+    on that device. Runs under ``torch.no_grad()``."""
     if not isinstance(graph, Graph) or graph.is_bipartite:
         raise ValueError("layerwise_inference needs a square seastar.Graph")
     if x.shape[0] != graph.num_nodes:
         raise ValueError(f"x has {x.shape[0]} rows but the graph has {graph.num_nodes} vertices")
     n = graph.num_nodes
+    device = x.device if device is None else _batch_transfer.resolve_device(device)
     h = x
     with torch.no_grad():
         for i, layer in enumerate(layers):
@@ -301,8 +341,9 @@ def layerwise_inference(layers: Sequence, graph: Graph, x: torch.Tensor, batch_s
             for lo in range(0, n, batch_size):
                 seeds = torch.arange(lo, min(n, lo + batch_size))
                 b = sample_blocks(graph, seeds, [-1])
-                outs.append(layer(b.blocks[0], h.index_select(0, b.input_nodes.to(h.device))))
-            h = torch.cat(outs) if outs else h.new_zeros((0,) + h.shape[1:])
+                rows = h.index_select(0, b.input_nodes.to(h.device)).to(device)
+                outs.append(layer(b.blocks[0], rows))
+            h = torch.cat(outs) if outs else h.new_zeros((0,) + h.shape[1:], device=device)
             if between is not None and i + 1 < len(layers):
                 h = between(i, h)
     return h

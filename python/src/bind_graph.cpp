@@ -61,8 +61,14 @@ void bind_graph(py::module_& m) {
       .def("index_dtype", [](const Graph& g) { return g.data().fits_int32() ? "int32" : "int64"; })
       .def(
           "tensors",
-          [](const Graph& g, const std::string& device, bool coo, bool out_edges) {
-            const DeviceGraph& d = g.on(torch::Device(device), coo, out_edges);
+          [](const Graph& g, const std::string& device, bool coo, bool out_edges, bool non_blocking) {
+            const torch::Device dev(device);
+            const DeviceGraph* built = nullptr;
+            {  // sorting the out-edges and staging copies take a while: the loader thread calls this
+              py::gil_scoped_release nogil;
+              built = &g.on(dev, coo, out_edges, non_blocking);
+            }
+            const DeviceGraph& d = *built;
             py::dict out;
             out["in_ptr"] = d.in.ptr, out["in_nbr"] = d.in.nbr, out["in_eid"] = d.in.eid;
             out["in_order"] = d.in.degree_order;
@@ -75,9 +81,11 @@ void bind_graph(py::module_& m) {
             if (d.edge_type.defined()) out["edge_type"] = d.edge_type;
             return out;
           },
-          py::arg("device") = "cpu", py::arg("coo") = true, py::arg("out") = true,
+          py::arg("device") = "cpu", py::arg("coo") = true, py::arg("out") = true, py::arg("non_blocking") = false,
           "Index tensors on `device` (built once per graph and device, then cached); the COO arrays "
-          "src and dst only with `coo`, the out-edge index (out_*) only with `out` (or once built).");
+          "src and dst only with `coo`, the out-edge index (out_*) only with `out` (or once built); "
+          "`non_blocking`: arrays built now are copied to a CUDA device asynchronously on the current "
+          "stream (Graph::on).");
 }
 
 }  // namespace seastar::python

@@ -7,6 +7,7 @@
 #include "core/graph/graph_tensors.h"
 #include "core/sampling/neighbor_sampler.h"
 #include "core/util/errors.h"
+#include "kernels/host_view.h"
 #include "kernels/row_gather.h"
 #include "python/src/bindings.h"
 
@@ -94,6 +95,11 @@ void bind_sampling(py::module_& m) {
         py::call_guard<py::gil_scoped_release>(),
         "x[idx] along dim 0 (a CPU tensor with contiguous rows: copied without the GIL, rows prefetched, "
         "into buffers recycled across batches; anything else: index_select).");
+  m.def("host_view_on", [](const torch::Tensor& host, const std::string& device) {
+    return kernels::host_view_on(host, torch::Device(device));
+  }, py::arg("host"), py::arg("device"),
+        "A tensor on `device` (cuda:N) over the same (pinned) host memory as `host`, read in place through "
+        "unified addressing; keeps `host` alive. The caller checks that `host` is pinned.");
   m.def("gather_buffers_idle_bytes", &kernels::gather_buffers_idle_bytes,
         "Bytes of gather_rows' recycled buffers that no tensor uses now.");
   m.def("sample_neighbors", &sample, py::arg("graph"), py::arg("seeds"), py::arg("fanouts"), py::arg("seed") = 0,

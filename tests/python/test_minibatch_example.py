@@ -3,19 +3,25 @@ combinations are one argparse error line."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_minibatch.py"
 
 
 @pytest.fixture(scope="module")
 def example():
-    spec = importlib.util.spec_from_file_location("seastar_example_train_minibatch", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    sys.path.insert(0, str(EXAMPLE.parent))  # the example imports _common from its folder
+    try:
+        spec = importlib.util.spec_from_file_location("seastar_example_train_minibatch", EXAMPLE)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
 
 
 @pytest.mark.parametrize("model", ["hgt", "rgcn"])
@@ -46,9 +52,29 @@ def test_the_first_layer_reading_x_in_place_learns(example, model):
     (["--model", "hgt", "--dataset", "planted", "--hidden", "30", "--heads", "4"],
      "--hidden (30) must be divisible by --heads (4) for HGT"),
     (["--model", "rgcn", "--dataset", "planted", "--x-in-place"], "--x-in-place needs a graph without node types"),
+    (["--device", "tpu"], "--device must be cpu, cuda or cuda:N, got 'tpu'"),
+    (["--device", "cuda:x"], "--device must be cpu, cuda or cuda:N, got 'cuda:x'"),
 ])
 def test_bad_argument_combinations(example, capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:
         example.parse_args(argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+@pytest.mark.parametrize("device", ["cuda", "cuda:1"])
+def test_cuda_without_a_gpu_is_one_error_line(example, capsys, device):
+    with pytest.raises(SystemExit) as exit_info:
+        example.parse_args(["--device", device])
+    assert exit_info.value.code == 2
+    assert f"--device {device}: no CUDA device is available here" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_device_cpu_trains_through_the_transfer_path(example):
+    """--device cpu: the loader's device path (no stream, no copy) and the device-side loss sums."""
+    result = example.main(["--model", "sage", "--dataset", "synthetic", "--num-nodes", "2000", "--fanouts", "5,5",
+                           "--hidden", "16", "--batch-size", "200", "--epochs", "2", "--device", "cpu",
+                           "--features", "device", "--no-progress"])
+    assert result["args"]["device"] == "cpu"
+    assert result["best"]["test"] > 0.5, result["best"]
