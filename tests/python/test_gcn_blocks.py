@@ -183,3 +183,13 @@ def test_errors_on_blocks():
     # PyG's bipartite call stays refused, as PyG's GCNConv refuses it
     with pytest.raises(ValueError, match="bipartite"):
         snn.GCNConv(3, 2)((x, x[:2]), torch.tensor([[0, 3], [1, 0]]))
+
+
+@pytest.mark.parametrize("self_loops", [True, False])
+@pytest.mark.parametrize("case", CASES[:3] + CASES[-1:], ids=IDS[:3] + IDS[-1:])
+def test_block_runs_as_generated_cuda(case, self_loops, monkeypatch):
+    """The CUDA kernels of the block programs, run by the host emulator: the source factor is
+    read on the source side (num_src rows), the destination factor and the loop term on the
+    destination side."""
+    monkeypatch.setenv("SEASTAR_CUDA_EMULATE", "1")
+    test_block_equals_dgl_graph_conv(case, self_loops, "fused", 3, 5, True)
