@@ -1,7 +1,8 @@
 #!/usr/bin/env python
-"""Mini-batch node classification with neighbour sampling (GraphSAGE, GAT, R-GCN or HGT).
+"""Mini-batch node classification with neighbour sampling (GraphSAGE, GCN, GAT, R-GCN or HGT).
 
     python examples/train_minibatch.py --model sage --dataset cora
+    python examples/train_minibatch.py --model gcn --dataset cora --fanouts=-1,-1,-1 --layers 2 --subgraph
     python examples/train_minibatch.py --model gat --dataset synthetic --num-nodes 1000000 --fanouts 15,10
     python examples/train_minibatch.py --model rgcn --dataset planted --num-nodes 100000 --fanouts 10,10
     python examples/train_minibatch.py --model hgt --dataset planted --num-nodes 20000 --fanouts 10,10 --hidden 32 --lr 0.01 --epochs 15
@@ -17,6 +18,13 @@ GPU, rows gathered there).
 is written in the relations of its in-edges, and vertices have node types); its sampled blocks
 keep their edge types and their sources' node types, and R-GCN (RGCNConv per layer) or HGT
 (HGTConv per layer) trains on them.
+
+``--model gcn`` trains GCNConv on the sampled blocks (normalised by the blocks' degrees, as DGL's
+GraphConv) or, with ``--subgraph``, on PyG-style square subgraphs of the sampled vertices
+(``NeighborLoader(subgraph=True)``; every model runs on them, and the loss reads the seeds' rows,
+the first ``batch_size``). The evaluation is layer-wise on blocks of full neighbourhoods: for
+GCN each chunk's block normalises by the degrees within it, the whole graph's when one chunk
+holds every vertex (``--eval-batch-size`` at least the vertex count).
 
 Each epoch samples blocks for batches of training vertices (ss.loader.NeighborLoader: the C++
 sampler on a background thread, ahead of training) and runs the layers on them. The line per
@@ -70,6 +78,19 @@ class SAGE(nn.Module):
 
     def between(self, i, h):  # what runs between layers in layer-wise inference (eval mode)
         return F.relu(h)
+
+
+class GCN(nn.Module):
+    """GCNConv(F, hidden) -> ReLU -> dropout -> ... -> GCNConv(hidden, C)."""
+
+    def __init__(self, f_in, hidden, classes, layers, dropout, heads):
+        super().__init__()
+        dims = [f_in] + [hidden] * (layers - 1) + [classes]
+        self.convs = nn.ModuleList(snn.GCNConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.dropout = dropout
+
+    forward = SAGE.forward
+    between = SAGE.between
 
 
 class GAT(nn.Module):
@@ -126,7 +147,7 @@ class HGT(nn.Module):
     between = SAGE.between
 
 
-MODELS = {"sage": SAGE, "gat": GAT, "rgcn": RGCN, "hgt": HGT}
+MODELS = {"sage": SAGE, "gcn": GCN, "gat": GAT, "rgcn": RGCN, "hgt": HGT}
 TYPED_MODELS = ("rgcn", "hgt")
 TYPED_DATASETS = ("planted",)
 
@@ -159,6 +180,13 @@ def parse_args(argv=None):
     p.add_argument("--features", choices=["host", "device"], default="host",
                    help="where the feature table lives: host (pinned with --x-in-place on a GPU, read in place over "
                         "the bus) or device (the whole table on --device, rows gathered there)")
+    p.add_argument("--layers", type=int, default=0,
+                   help="graph layers (default: one per fanout; with --subgraph any number, e.g. one fewer than "
+                        "the hops for GCN)")
+    p.add_argument("--subgraph", action="store_true",
+                   help="train on square subgraphs of the sampled vertices (PyG's NeighborLoader) instead of blocks; "
+                        "every layer sees the same graph (one more hop than layers makes GCN exact at the seeds "
+                        "with full fanouts)")
     p.add_argument("--threads", type=int, default=0, help="torch/OpenMP threads (0: torch's default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -185,6 +213,14 @@ def parse_args(argv=None):
         p.error(f"--dropout must be in [0, 1), got {args.dropout}")
     if args.x_in_place and args.dataset in TYPED_DATASETS:
         p.error("--x-in-place needs a graph without node types (its blocks' node types are their sources')")
+    if args.layers < 0:
+        p.error(f"--layers must be at least 1, got {args.layers}")
+    args.layers = args.layers or len(args.fanouts)
+    if not args.subgraph and args.layers != len(args.fanouts):
+        p.error(f"--layers ({args.layers}) must equal the number of fanouts ({len(args.fanouts)}) on blocks "
+                f"(one block per layer); --subgraph runs any number of layers on one graph")
+    if args.x_in_place and args.subgraph:
+        p.error("--x-in-place reads the input block's sources in place; --subgraph yields no blocks")
     if args.prefetch < 0 or args.threads < 0:
         p.error("--prefetch and --threads must be >= 0")
     check_device(p, args.device)
@@ -237,7 +273,7 @@ def main(argv=None):
     elif args.model == "hgt":
         typed = dict(num_node_types=ds.graph.num_node_types, num_relations=ds.graph.num_edge_types)
     device = torch.device(args.device)
-    model = MODELS[args.model](ds.x.shape[1], args.hidden, ds.num_classes, len(args.fanouts), args.dropout, args.heads,
+    model = MODELS[args.model](ds.x.shape[1], args.hidden, ds.num_classes, args.layers, args.dropout, args.heads,
                                **typed).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     x = ds.x
@@ -247,7 +283,7 @@ def main(argv=None):
         x = x.contiguous().pin_memory()  # read in place by the GPU through unified addressing
     loader = ss.loader.NeighborLoader((ds.graph, x, ds.y), num_neighbors=args.fanouts, batch_size=args.batch_size,
                                       input_nodes=ds.train_mask, shuffle=True, seed=args.seed, prefetch=args.prefetch,
-                                      x_in_place=args.x_in_place, device=device)
+                                      x_in_place=args.x_in_place, subgraph=args.subgraph, device=device)
     log.info("%s on %s: %d vertices, %d edges, %d training seeds in %d batches of %d, fanouts %s, %d threads, "
              "device %s (features on the %s)", args.model, args.dataset, ds.graph.num_nodes, ds.graph.num_edges,
              int(ds.train_mask.sum()), len(loader), args.batch_size, args.fanouts, torch.get_num_threads(), device,
@@ -263,7 +299,10 @@ def main(argv=None):
         count = 0
         for batch in ss.progress.bar(loader, desc=f"epoch {epoch}", disable=args.no_progress):
             opt.zero_grad()
-            out = model(batch.blocks, batch.x)
+            if args.subgraph:  # every layer on the one subgraph; the seeds are its first rows
+                out = model([batch.graph] * len(model.convs), batch.x)[:batch.batch_size]
+            else:
+                out = model(batch.blocks, batch.x)
             loss = F.cross_entropy(out, batch.y)
             loss.backward()
             opt.step()

@@ -226,10 +226,11 @@ void relabel(SampledBlock& blk, const std::vector<int64_t>& frontier, int64_t nu
 /// One hop: the draws of every destination of `frontier`, in two parallel passes (count, then
 /// draw again into the block's flat arrays: the draws are a pure function of (seed, hop, vertex),
 /// so both passes take the same neighbours), then the relabelling.
-/// `nbr` and `eid` are the in-adjacency's arrays at the graph's width.
+/// `nbr` and `eid` are the in-adjacency's arrays at the graph's width. The first `skip`
+/// destinations take no neighbours (`SamplerOptions::expand_once`: an earlier hop sampled them).
 template <class Idx>
 SampledBlock sample_hop(const GraphData& g, const Idx* nbr, const Idx* eid, const std::vector<int64_t>& frontier,
-                        int64_t hop, const std::vector<int64_t>& f, const SamplerOptions& o) {
+                        int64_t hop, const std::vector<int64_t>& f, const SamplerOptions& o, int64_t skip) {
   const Adjacency& in = g.in();
   const int64_t R = std::max<int64_t>(1, g.types().num_edge_types);
   const bool per_relation = g.has_edge_types() && f.size() > 1;
@@ -264,6 +265,7 @@ SampledBlock sample_hop(const GraphData& g, const Idx* nbr, const Idx* eid, cons
     std::vector<int64_t> run;
 #pragma omp for schedule(dynamic, 256)
     for (int64_t i = 0; i < D; ++i) {
+      if (i < skip) continue;  // blk.ptr[i + 1] stays 0
       if (i + 16 < D) __builtin_prefetch(&in.ptr[frontier[i + 16]]);
       const int64_t v = frontier[i];
       const int64_t known = per_relation ? -1 : count_without_drawing(in.degree(v), f[0], o);
@@ -298,6 +300,7 @@ SampledBlock sample_hop(const GraphData& g, const Idx* nbr, const Idx* eid, cons
           __builtin_prefetch(slots + 64);
         }
       }
+      if (i < skip) continue;
       int64_t k = blk.ptr[i];
       draw(i, run, [&](int64_t slot) {
         blk.src[k] = nbr[slot];
@@ -321,9 +324,10 @@ std::vector<SampledBlock> sample_neighbors(const GraphData& g, const std::vector
   const std::vector<int64_t>* frontier = &seeds;
   const Adjacency& in = g.in();
   for (size_t hop = 0; hop < fanouts.size(); ++hop) {
+    const int64_t skip = o.expand_once && hop > 0 ? blocks.back().num_dst : 0;
     blocks.push_back(in.nbr.visit([&](const auto* nbr) {  // a graph's nbr and eid have one width
       return sample_hop(g, nbr, static_cast<decltype(nbr)>(in.eid.data()), *frontier, static_cast<int64_t>(hop),
-                        fanouts[hop], o);
+                        fanouts[hop], o, skip);
     }));
     frontier = &blocks.back().src_nodes;
   }

@@ -22,6 +22,11 @@ struct SamplerOptions {
   bool replace = false;         ///< sample with replacement (then exactly `fanout` draws per vertex with edges)
   std::vector<double> weights;  ///< optional per-edge weights (original edge ids): P(edge) ~ weight
   uint64_t seed = 0;            ///< the loader mixes the epoch into it
+  /// Sample a vertex's in-neighbours only at the hop that reaches it (PyG's NeighborLoader):
+  /// hop h > 0 gives the destinations the previous hop had (its first num_dst) no edges, so
+  /// the blocks' edges, all in the outermost block's local ids, are disjoint and their union
+  /// is the sampled subgraph. Off: every hop samples every destination afresh (DGL's blocks).
+  bool expand_once = false;
 };
 
 /// One sampled layer: a bipartite block whose destinations are the first num_dst sources.

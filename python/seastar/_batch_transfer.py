@@ -188,9 +188,12 @@ class BatchTransfer:
                 # the input block's out-edge index only on a GPU, where building it inside the
                 # backward (a layer projecting before it aggregates, GAT) would wait for a copy
                 allocated.extend(_graph_to(block, dev, move, out=i > 0 or dev.type == "cuda"))
+            if batch.graph is not None:  # subgraph=True: one square graph, every layer reads it
+                allocated.extend(_graph_to(batch.graph, dev, move, out=True))
             batch.input_nodes, batch.seed_nodes = move(batch.input_nodes), move(batch.seed_nodes)
+            in_place = bool(batch.blocks) and batch.blocks[0].sources_global
             if batch.x is None and self.x_table is not None and self.x_table.device == dev and \
-                    not batch.blocks[0].sources_global:  # the GPU-side gather: x lives on the device
+                    not in_place:  # the GPU-side gather: x lives on the device
                 batch.x = _record(allocated, self.x_table.index_select(0, batch.input_nodes))
             else:
                 batch.x = move(batch.x)

@@ -14,6 +14,25 @@ Sampling (C++, parallel, without the GIL) runs on a background thread up to ``pr
 batches ahead, and feature gathering one batch ahead (a batch's rows of ``x`` are most of its
 memory); ``loader.stats`` says how long they took and how long training waited for them.
 
+``subgraph=True`` yields PyTorch Geometric's mini-batches instead: one square graph
+(``batch.graph``) of every sampled vertex, the seeds first, holding the sampled edges and no
+others (PyG's ``NeighborLoader`` with its default ``subgraph_type="directional"``: each vertex's
+in-neighbours are sampled once, at the hop that reaches it, with ``num_neighbors[k]`` at hop k).
+Every layer runs on it unchanged, on all its vertices, and the seeds' outputs are the first
+``batch_size`` rows:
+
+    loader = ss.loader.NeighborLoader(data, num_neighbors=[-1, -1], batch_size=1024, subgraph=True)
+    for batch in loader:
+        out = model(batch.graph, batch.x)[:batch.batch_size]   # batch.x: rows of batch.input_nodes
+        loss = F.cross_entropy(out, batch.y)                    # batch.y: the seeds' labels
+
+With full fanouts (-1) a K-layer model's outputs at the seeds equal the whole graph's when the
+subgraph holds enough hops: K for layers whose output at a vertex reads only its in-edges
+(SAGEConv, GINConv, GATConv, RGCNConv, HGTConv), K + 1 for GCNConv and APPNP (K steps), whose
+normalisation at a vertex also reads its in-neighbours' degrees, and a vertex's degree in the
+subgraph is its whole degree only if its in-edges were sampled (the outermost hop's vertices
+have none).
+
 ``x_in_place=True`` gathers nothing of ``x``: ``blocks[0]`` reads its sources as global vertex
 ids (``Graph.with_global_sources``; ``num_src`` is the graph's vertex count) and ``batch.x`` is
 the loader's ``x`` itself. Layers that aggregate their input before transforming it (SAGEConv
@@ -73,7 +92,7 @@ class MiniBatch:
     ``x_in_place``, the rows of the whole table that ``blocks[0]`` reads);
     ``seed_nodes`` the global ids of the last block's destinations (the rows of the output and
     of ``y``); ``edge_ids[i]`` the original edge id of each of ``blocks[i]``'s edges, to select
-    edge features."""
+    edge features. With ``subgraph=True``: ``graph`` (see ``sample_subgraph``)."""
 
     blocks: List[Graph]
     input_nodes: torch.Tensor
@@ -82,34 +101,64 @@ class MiniBatch:
     x: Optional[torch.Tensor] = None
     y: Optional[torch.Tensor] = None
     src_nodes: List[torch.Tensor] = field(default_factory=list)  # global ids of each block's sources
+    # NeighborLoader(subgraph=True): the square subgraph of the sampled vertices (``input_nodes``,
+    # the seeds first); ``blocks`` is then empty and ``edge_ids`` holds one tensor, its edges' ids
+    graph: Optional[Graph] = None
 
     @property
     def batch_size(self) -> int:
         return int(self.seed_nodes.numel())
 
     def to(self, device) -> "MiniBatch":
-        for b in self.blocks:
+        for b in self.blocks + ([self.graph] if self.graph is not None else []):
             b.to(device)
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return MiniBatch(self.blocks, self.input_nodes, self.seed_nodes, self.edge_ids, move(self.x), move(self.y),
-                         self.src_nodes)
+                         self.src_nodes, self.graph)
 
 
 def sample_blocks(graph: Graph, seeds: torch.Tensor, num_neighbors: Sequence, seed: int = 0,
-                  replace: bool = False, weights: Optional[torch.Tensor] = None) -> MiniBatch:
+                  replace: bool = False, weights: Optional[torch.Tensor] = None,
+                  expand_once: bool = False) -> MiniBatch:
     """Samples ``len(num_neighbors)`` hops of in-neighbours of ``seeds`` (one call of the C++
     sampler); returns a MiniBatch without features. ``num_neighbors[k]`` is an int (-1: every
-    neighbour) or, for a graph with edge types, a list of one fanout per relation."""
+    neighbour) or, for a graph with edge types, a list of one fanout per relation.
+    ``expand_once``: a vertex's in-neighbours are sampled only at the hop that reaches it (the
+    blocks of ``sample_subgraph``; a later block gives it no in-edges)."""
     if not isinstance(graph, Graph):
         raise TypeError(f"graph must be a seastar.Graph, got {type(graph).__name__}")
     fanouts = [[int(k)] if not isinstance(k, (list, tuple)) else [int(x) for x in k] for k in num_neighbors]
     seeds = torch.as_tensor(seeds)
-    hops = _C.sample_neighbors(graph._g, seeds, fanouts, int(seed) & _MASK64, bool(replace), weights)
+    hops = _C.sample_neighbors(graph._g, seeds, fanouts, int(seed) & _MASK64, bool(replace), weights,
+                               expand_once=bool(expand_once))
     hops.reverse()  # the sampler returns the innermost hop first; layers consume outermost first
     blocks = [Graph(g) for g, _, _ in hops]
     src_nodes = [nodes for _, nodes, _ in hops]
     return MiniBatch(blocks=blocks, input_nodes=src_nodes[0], seed_nodes=seeds.to(torch.long),
                      edge_ids=[eid for _, _, eid in hops], src_nodes=src_nodes)
+
+
+def sample_subgraph(graph: Graph, seeds: torch.Tensor, num_neighbors: Sequence, seed: int = 0,
+                    replace: bool = False, weights: Optional[torch.Tensor] = None) -> MiniBatch:
+    """PyG's mini-batch: the square subgraph (``MiniBatch.graph``) of the vertices sampled in
+    ``len(num_neighbors)`` hops from ``seeds``, each vertex's in-neighbours sampled once, at the
+    hop that reaches it; its vertex ``i`` is ``input_nodes[i]`` (the seeds first, then each
+    hop's new vertices in the order they were reached), its edges the sampled ones (the first
+    hop's first), ``edge_ids[0]`` their original ids. Node and edge types come along."""
+    b = sample_blocks(graph, seeds, num_neighbors, seed, replace, weights, expand_once=True)
+    # expand_once: each block holds only the in-edges of the vertices its hop reached, in the
+    # local ids of the outermost block's sources (every block's sources are a prefix of them)
+    ei = torch.cat([blk.edge_index for blk in reversed(b.blocks)], dim=1)
+    eid = torch.cat(list(reversed(b.edge_ids)))
+    n = int(b.input_nodes.numel())
+    types = {}
+    if graph.has_node_types:
+        types.update(node_type=graph.node_type[b.input_nodes], num_node_types=graph.num_node_types)
+    if graph.has_edge_types:
+        types.update(edge_type=graph.edge_type[eid], num_edge_types=graph.num_edge_types)
+    sub = Graph.from_edge_index(ei, num_nodes=n, **types)
+    return MiniBatch(blocks=[], input_nodes=b.input_nodes, seed_nodes=b.seed_nodes, edge_ids=[eid],
+                     src_nodes=[b.input_nodes], graph=sub)
 
 
 class NeighborLoader:
@@ -119,14 +168,14 @@ class NeighborLoader:
     ``y`` may be None). ``input_nodes``: the seed vertices (None: all; a bool mask or ids).
     Batches differ per epoch (each ``iter()`` is a new epoch) and are the same for the same
     ``seed`` at any thread count. ``prefetch=0`` samples on the calling thread. ``x_in_place``,
-    ``device`` (where batches go; None: where ``x`` or ``y`` is when that is a GPU, else the CPU)
-    and ``pin_memory`` (None: pinned when ``device`` is CUDA): see the module doc.
+    ``subgraph``, ``device`` (where batches go; None: where ``x`` or ``y`` is when that is a GPU,
+    else the CPU) and ``pin_memory`` (None: pinned when ``device`` is CUDA): see the module doc.
     """
 
     def __init__(self, data, num_neighbors: Sequence, batch_size: int = 1024, input_nodes=None,
                  shuffle: bool = True, drop_last: bool = False, seed: int = 0, prefetch: int = 2,
                  replace: bool = False, weights: Optional[torch.Tensor] = None, x_in_place: bool = False,
-                 device=None, pin_memory: Optional[bool] = None):
+                 subgraph: bool = False, device=None, pin_memory: Optional[bool] = None):
         if isinstance(data, (tuple, list)):
             if len(data) != 3:
                 raise ValueError("data must be a dataset object or a (graph, x, y) triple")
@@ -147,6 +196,9 @@ class NeighborLoader:
         if x_in_place and graph.has_node_types:
             raise ValueError("x_in_place=True needs a graph without node types (a block's node types are its "
                              "sources'); gather the rows instead (x_in_place=False)")
+        if x_in_place and subgraph:
+            raise ValueError("x_in_place=True reads the input block's sources from the whole table, but subgraph=True "
+                             "yields no blocks: a subgraph's layers read batch.x, the rows of its own vertices")
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if int(prefetch) < 0:
@@ -180,7 +232,7 @@ class NeighborLoader:
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), bool(shuffle), bool(drop_last)
         self.seed, self.prefetch, self.replace, self.weights = int(seed), int(prefetch), bool(replace), weights
         self.seeds = seeds
-        self.x_in_place = bool(x_in_place)
+        self.x_in_place, self.subgraph = bool(x_in_place), bool(subgraph)
         self._x_table = x_table
         self._transfer = _batch_transfer.BatchTransfer(self.device, x_table, y)
         self.epoch = 0
@@ -210,7 +262,8 @@ class NeighborLoader:
         return _mix(self.seed, epoch, index)
 
     def _sample(self, epoch: int, index: int, seeds: torch.Tensor) -> MiniBatch:
-        return sample_blocks(self.graph, seeds, self.num_neighbors, self._sample_seed(epoch, index), self.replace,
+        sample = sample_subgraph if self.subgraph else sample_blocks
+        return sample(self.graph, seeds, self.num_neighbors, self._sample_seed(epoch, index), self.replace,
                              self.weights)
 
     def _gather(self, b: MiniBatch) -> MiniBatch:

@@ -24,9 +24,10 @@ torch::Tensor tensor_of(std::vector<int64_t>&& v) {
 
 /// Samples and builds the block graphs without the GIL, so a loader thread overlaps training.
 py::list sample(const Graph& graph, const torch::Tensor& seeds, const sampling::Fanouts& fanouts, uint64_t seed,
-                bool replace, const std::optional<torch::Tensor>& weights) {
+                bool replace, const std::optional<torch::Tensor>& weights, bool expand_once) {
   sampling::SamplerOptions o;
   o.replace = replace;
+  o.expand_once = expand_once;
   o.seed = seed;
   if (weights && weights->defined()) {
     if (!weights->is_floating_point() || weights->dim() != 1)
@@ -103,9 +104,10 @@ void bind_sampling(py::module_& m) {
   m.def("gather_buffers_idle_bytes", &kernels::gather_buffers_idle_bytes,
         "Bytes of gather_rows' recycled buffers that no tensor uses now.");
   m.def("sample_neighbors", &sample, py::arg("graph"), py::arg("seeds"), py::arg("fanouts"), py::arg("seed") = 0,
-        py::arg("replace") = false, py::arg("weights") = py::none(),
+        py::arg("replace") = false, py::arg("weights") = py::none(), py::arg("expand_once") = false,
         "Samples len(fanouts) hops of in-neighbours from `seeds`; returns [(block, src_nodes, edge_ids)] innermost "
-        "hop first. fanouts[h] is [k] or one k per relation; -1 takes every neighbour.");
+        "hop first. fanouts[h] is [k] or one k per relation; -1 takes every neighbour. expand_once: a vertex's "
+        "in-neighbours are sampled only at the hop that reaches it (the blocks' edges then form the subgraph).");
 }
 
 }  // namespace seastar::python

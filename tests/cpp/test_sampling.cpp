@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -152,6 +153,45 @@ TEST(Sampler, CountsRelabellingAndDeterminism) {
   auto again = sampling::sample_neighbors(*g, {0, 3, 9}, {{4}, {2}}, o);
   EXPECT_EQ(again[1].eid, blocks[1].eid);
   EXPECT_EQ(again[1].src_nodes, blocks[1].src_nodes);
+}
+
+TEST(Sampler, ExpandOnceSamplesEachVertexAtTheHopThatReachesIt) {
+  auto g = ring_with_hub(50);
+  sampling::SamplerOptions o;
+  o.seed = 11;
+  const std::vector<int64_t> seeds{0, 3, 9};
+  const sampling::Fanouts f{{4}, {2}, {-1}};
+  auto every = sampling::sample_neighbors(*g, seeds, f, o);
+  o.expand_once = true;
+  auto once = sampling::sample_neighbors(*g, seeds, f, o);
+  ASSERT_EQ(once.size(), 3u);
+  // hop 0 is the same; the later hops give the vertices reached before no edges and the new
+  // ones the draws they get without the option (the draws are keyed by hop and vertex)
+  EXPECT_EQ(once[0].eid, every[0].eid);
+  EXPECT_EQ(once[0].src_nodes, every[0].src_nodes);
+  std::set<int64_t> eids(once[0].eid.begin(), once[0].eid.end());
+  for (size_t h = 1; h < once.size(); ++h) {
+    const auto& b = once[h];
+    const int64_t reached = once[h - 1].num_dst;
+    EXPECT_EQ(b.num_dst, once[h - 1].num_src());
+    EXPECT_EQ(b.ptr[reached], 0);  // no edge into an earlier frontier
+    // without the option a hop's frontier holds more vertices (the earlier ones' new draws):
+    // a vertex's row there is found by its id
+    std::map<int64_t, int64_t> row;
+    for (int64_t i = 0; i < every[h].num_dst; ++i) row[every[h].src_nodes[i]] = i;
+    for (int64_t i = reached; i < b.num_dst; ++i) {
+      const int64_t n = b.ptr[i + 1] - b.ptr[i];
+      ASSERT_EQ(row.count(b.src_nodes[i]), 1u);
+      const int64_t r = row[b.src_nodes[i]];
+      ASSERT_EQ(n, every[h].ptr[r + 1] - every[h].ptr[r]) << "hop " << h << " destination " << i;
+      for (int64_t k = 0; k < n; ++k) {
+        EXPECT_EQ(b.eid[b.ptr[i] + k], every[h].eid[every[h].ptr[r] + k]);
+        EXPECT_TRUE(eids.insert(b.eid[b.ptr[i] + k]).second);  // no edge twice in the union
+      }
+    }
+    // the local ids continue the previous block's: source j is the same vertex in every block
+    for (int64_t j = 0; j < once[h - 1].num_src(); ++j) EXPECT_EQ(b.src_nodes[j], once[h - 1].src_nodes[j]);
+  }
 }
 
 TEST(Sampler, BadInputIsAValueError) {

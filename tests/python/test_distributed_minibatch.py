@@ -33,6 +33,32 @@ def test_shards_cover_every_seed_once(world, num_seeds, batch):
         assert not torch.equal(a.share(0), a.share(1))
 
 
+def test_rank_loaders_yield_gcn_ready_blocks_and_subgraphs():
+    """Each rank's loader passes the loader's options through: GCNConv runs on its blocks, and
+    subgraph=True gives square subgraphs of its own seeds."""
+    import seastar as ss
+    from seastar.distributed.minibatch import DistributedNeighborLoader
+
+    ei = torch.randint(0, 50, (2, 300), generator=torch.Generator().manual_seed(0))
+    graph, x, y = ss.Graph.from_edge_index(ei, num_nodes=50), torch.randn(50, 4), torch.randint(0, 3, (50,))
+    conv = ss.nn.GCNConv(4, 3)
+    seen = []
+    for rank in range(2):
+        for subgraph in (False, True):
+            loader = DistributedNeighborLoader((graph, x, y), [3], batch_size=10, rank=rank, world_size=2,
+                                               prefetch=0, subgraph=subgraph)
+            for b in loader:
+                if subgraph:
+                    out = conv(b.graph, b.x)[:b.batch_size]
+                    assert torch.equal(b.input_nodes[:b.batch_size], b.seed_nodes)
+                else:
+                    out = conv(b.blocks[0], b.x)
+                assert out.shape == (b.batch_size, 3)
+                if not subgraph:
+                    seen.append(b.seed_nodes)
+    assert torch.equal(torch.sort(torch.cat(seen)).values, torch.arange(50))
+
+
 def test_shard_errors():
     with pytest.raises(ValueError, match="fewer seeds than ranks"):
         SeedShards(torch.arange(2), 0, 3, 4)

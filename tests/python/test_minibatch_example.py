@@ -78,3 +78,20 @@ def test_device_cpu_trains_through_the_transfer_path(example):
                            "--features", "device", "--no-progress"])
     assert result["args"]["device"] == "cpu"
     assert result["best"]["test"] > 0.5, result["best"]
+
+
+@pytest.mark.parametrize("subgraph", [False, True])
+def test_gcn_learns_on_blocks_and_on_subgraphs(example, subgraph):
+    """--model gcn: GCNConv on sampled blocks, or on square subgraphs (one more hop than layers)."""
+    extra = ["--fanouts=-1,-1,-1", "--layers", "2", "--subgraph"] if subgraph else ["--fanouts", "10,10"]
+    result = example.main(["--model", "gcn", "--dataset", "cora", "--hidden", "16", "--batch-size", "70",
+                           "--epochs", "10", "--lr", "0.01", "--no-progress"] + extra)
+    assert result["args"]["subgraph"] == subgraph
+    assert result["best"]["test"] > 0.6, result["best"]  # 7 classes
+
+
+def test_layers_must_match_the_fanouts_on_blocks(example, capsys):
+    with pytest.raises(SystemExit):
+        example.parse_args(["--model", "gcn", "--fanouts", "5,5", "--layers", "3"])
+    assert "--layers (3) must equal the number of fanouts (2)" in capsys.readouterr().err
+    assert example.parse_args(["--model", "gcn", "--fanouts", "5,5,5", "--layers", "2", "--subgraph"]).layers == 2

@@ -359,3 +359,84 @@ def test_the_loader_thread_samples_on_the_cores_training_leaves():
     finally:
         ss._C.sample_neighbors = real
     assert widths and set(widths) == {max(1, loader._cores() - torch.get_num_threads())}
+
+
+def _directional_reference(ei, seeds, fanouts_all_hops):
+    """PyG's NeighborLoader (subgraph_type="directional") with every neighbour, in plain torch:
+    the vertices reached at each hop (the seeds at hop 0) and the in-edges of every vertex
+    reached before the last hop, each vertex's taken once, at the hop that reached it."""
+    seen, hops, edges = set(seeds.tolist()), [seeds.tolist()], []
+    frontier = seeds.tolist()
+    for _ in range(fanouts_all_hops):
+        into = torch.isin(ei[1], torch.tensor(frontier, dtype=torch.long))
+        edges += torch.nonzero(into).flatten().tolist()
+        new = [u for u in dict.fromkeys(ei[0, into].tolist()) if u not in seen]
+        seen.update(new)
+        hops.append(new)
+        frontier = new
+    return hops, sorted(edges)
+
+
+@pytest.mark.parametrize("hops", [1, 2, 3])
+def test_subgraph_holds_pyg_directional_edges(hops):
+    """NeighborLoader(subgraph=True)'s graph with full fanouts: each hop's vertices after the
+    earlier ones (the seeds first), and exactly the in-edges of the vertices reached before the
+    last hop, each once, relabelled to the subgraph's ids."""
+    graph, ei, _ = _graph()
+    seeds = torch.tensor([7, 3, 41, 12])
+    b = ss.loader.sample_subgraph(graph, seeds, [-1] * hops, seed=2)
+    sub, nodes, eid = b.graph, b.input_nodes, b.edge_ids[0]
+    assert not sub.is_bipartite and sub.num_nodes == nodes.numel() and b.blocks == []
+    assert torch.equal(nodes[:4], seeds) and torch.equal(b.seed_nodes, seeds)
+    assert torch.equal(nodes[sub.edge_index], ei[:, eid])  # real edges, relabelled
+    ref_hops, ref_edges = _directional_reference(ei, seeds, hops)
+    assert sorted(eid.tolist()) == ref_edges  # each once
+    at = 0
+    for h in ref_hops:
+        assert set(nodes[at:at + len(h)].tolist()) == set(h)
+        at += len(h)
+    assert at == nodes.numel()
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_subgraph_samples_each_vertex_once_with_its_hops_fanout(replace):
+    graph, ei, _ = _graph()
+    seeds = torch.tensor([0, 7, 3, 41, 59, 12])
+    fanouts = [3, 2, 4]
+    b = ss.loader.sample_subgraph(graph, seeds, fanouts, seed=5, replace=replace)
+    blocks = sample_blocks(graph, seeds, fanouts, seed=5, replace=replace, expand_once=True)
+    sub, nodes, eid = b.graph, b.input_nodes, b.edge_ids[0]
+    assert torch.equal(nodes, blocks.input_nodes)
+    assert torch.equal(nodes[sub.edge_index], ei[:, eid])
+    if not replace:
+        assert torch.unique(eid).numel() == eid.numel()
+    indeg = torch.bincount(ei[1], minlength=graph.num_nodes)
+    got = torch.bincount(sub.edge_index[1], minlength=sub.num_nodes)
+    # the vertices reached at hop k (the first blocks[-k].num_dst ... ) took fanouts[k] in-edges
+    bounds = [0] + [blk.num_dst for blk in reversed(blocks.blocks)] + [nodes.numel()]
+    for k in range(len(fanouts) + 1):
+        for i in range(bounds[k], bounds[k + 1]):
+            d = int(indeg[nodes[i]])
+            want = 0 if k == len(fanouts) else (fanouts[k] if replace and d else min(fanouts[k], d))
+            assert int(got[i]) == want, (k, i, d)
+    again = ss.loader.sample_subgraph(graph, seeds, fanouts, seed=5, replace=replace)
+    assert torch.equal(again.edge_ids[0], eid) and torch.equal(again.input_nodes, nodes)
+
+
+def test_subgraph_keeps_types_and_the_loader_gathers_its_rows():
+    graph, ei, et = _graph(typed=True)
+    x, y = torch.randn(graph.num_nodes, 3), torch.arange(graph.num_nodes)
+    loader = NeighborLoader((graph, x, y), [4, 4], batch_size=16, subgraph=True, seed=1)
+    n = 0
+    for b in loader:
+        assert torch.equal(b.x, x[b.input_nodes]) and torch.equal(b.y, y[b.seed_nodes])
+        assert torch.equal(b.input_nodes[:b.batch_size], b.seed_nodes)
+        assert torch.equal(b.graph.edge_type, et[b.edge_ids[0]])
+        n += b.batch_size
+    assert n == graph.num_nodes
+    typed = ss.Graph.from_edge_index(ei, num_nodes=graph.num_nodes, node_type=torch.arange(graph.num_nodes) % 2,
+                                     num_node_types=2)
+    b = ss.loader.sample_subgraph(typed, torch.tensor([1, 2]), [2, 2])
+    assert torch.equal(b.graph.node_type, b.input_nodes % 2)
+    with pytest.raises(ValueError, match="subgraph=True yields no blocks"):
+        NeighborLoader((graph, x, y), [2], subgraph=True, x_in_place=True)

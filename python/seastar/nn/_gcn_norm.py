@@ -31,6 +31,13 @@ loops' term is what the graph with loops holds at each vertex less what its own 
 APPNP, which propagates K times, multiplies the factors into one weight per edge once per call
 (``EdgeNorm``, in destination order, so its steps stream them); its edge dropout draws a mask
 per edge of the graph with its loops as edges (``form="loops_as_edges"``).
+
+A sampled block (a bipartite graph whose destination ``i`` is its source ``i``) has two degrees
+per vertex, and GCNConv takes DGL's ``GraphConv(norm="both")`` normalisation there
+(``BlockNorm``): ``w_e = dsrc[src] * ddst[dst]`` with ``dsrc = max(out-degree in the block, 1)
+^-1/2`` and ``ddst = max(in-degree in the block, 1)^-1/2``. ``add_self_loops`` adds PyG's
+remaining loops first, source ``i`` -> destination ``i`` for every destination, and counts them
+in both degrees; like the loops of a square graph they are a per-vertex term, not edges.
 """
 from __future__ import annotations
 
@@ -223,9 +230,47 @@ def _unweighted_norm(graph, num_src: int, num_dst: int, add_self_loops: bool, de
     return s, VertexNorm(dinv.to(device=device, dtype=dtype), loop)
 
 
+class BlockNorm(NamedTuple):
+    """DGL's ``norm="both"`` on a block: ``w_e = dsrc[src] * ddst[dst]``, each side's factor from
+    its own degree in the block (module docstring)."""
+
+    dsrc: torch.Tensor  # [num_src, 1]
+    ddst: torch.Tensor  # [num_dst, 1]
+    loop: Optional[torch.Tensor] = None  # [num_dst, 1]: the per-vertex loop term's factor; None: no loops added
+
+
+def block_norm(cache: GraphCache, s: Structure, add_self_loops: bool, dtype: torch.dtype, device) -> BlockNorm:
+    """The factors of a block without edge weights, once per block, device and dtype."""
+    key = ("gcn_block_norm", graph_uid(s.graph), add_self_loops, str(device), dtype)
+    return per_graph(cache, key, s.graph, _block_norm, s.num_dst, add_self_loops, str(device), dtype)
+
+
+def _block_norm(graph, num_dst: int, add_self_loops: bool, device: str, dtype: torch.dtype) -> BlockNorm:
+    """With loops, over the block as given (``c_v`` loops at destination ``v``, each an edge from
+    source ``v``): the block with its remaining loops has one loop at ``v`` in their place, so
+    both of ``v``'s degrees change by ``1 - c_v`` and
+
+        out_v = ddst_v * sum_{e = (u -> v)} dsrc_u h_u + (1 - c_v) * dsrc_v * ddst_v * h_v
+
+    (``h_v`` is source ``v``'s row). The degrees are clamped to 1 as DGL does; a vertex of
+    degree 0 has no edge to read its factor, so the clamp changes no output."""
+    d_in = graph.in_degrees().to(torch.float64)
+    d_out = graph.out_degrees().to(torch.float64)
+    if add_self_loops:
+        c = loops_per_vertex(graph, num_dst).to(torch.float64)
+        d_in = d_in - c + 1.0
+        d_out = torch.cat([d_out[:num_dst] - c + 1.0, d_out[num_dst:]])
+    dsrc = d_out.clamp(min=1.0).pow(-0.5).unsqueeze(-1)
+    ddst = d_in.clamp(min=1.0).pow(-0.5).unsqueeze(-1)
+    loop = None
+    if add_self_loops:
+        loop = ((1.0 - c).unsqueeze(-1) * dsrc[:num_dst] * ddst).to(device=device, dtype=dtype)
+    return BlockNorm(dsrc.to(device=device, dtype=dtype), ddst.to(device=device, dtype=dtype), loop)
+
+
 def loops_per_vertex(graph, num_dst: int) -> torch.Tensor:
-    """How many self loops each destination has, int64 [num_dst], read off the in-adjacency the
-    kernels use anyway (not ``edge_index``, which would then be kept with the graph)."""
+    """How many self loops each destination has, int64 [num_dst] (on a block: edges from source
+    ``v`` to destination ``v``), read off the in-adjacency the kernels use anyway (not ``edge_index``, which would then be kept with the graph)."""
     t = graph._g.tensors("cpu", coo=False, out=False)
     ptr, nbr = t["in_ptr"].long(), t["in_nbr"]
     centre = torch.repeat_interleave(torch.arange(num_dst), ptr[1:] - ptr[:-1], output_size=nbr.numel())

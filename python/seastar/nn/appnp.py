@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from .. import ops as ss
+from ..graph import Graph
 from ..program import VertexProgram, program_factory, vertex_program
 from ._gcn_norm import EdgeNorm, VertexNorm, cached_normalisation, edge_weights, explicit_loops, gcn_norm
 from ._inputs import Batch, normalise_call, resolve, split_features
@@ -71,6 +72,10 @@ class APPNP(nn.Module):
     previous step's already dropped weights; an independent mask per step is what the APPNP
     paper describes; with ``dropout=1`` both give ``alpha * x``).
 
+    A sampled block is refused: the K steps each read the previous step's output at the
+    sources, so they need one square graph (``NeighborLoader(subgraph=True)`` yields one per
+    mini-batch; K + 1 hops of full fanout make the seeds' outputs the whole graph's).
+
     Calls: ``prop(graph, x[, edge_weight])``, PyG's ``prop(x, edge_index[, edge_weight])``,
     ``prop(x, adj_t)``, ``prop(data)``; ``x`` [N, F] or [B, N, F] (one graph, a batch of signals).
 
@@ -112,6 +117,12 @@ class APPNP(nn.Module):
     def forward(self, x, edge_index=None, edge_weight: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``forward(graph, x, edge_weight=None)`` or PyG's ``forward(x, edge_index, edge_weight=None)``."""
         x, edge_index, extra = normalise_call("APPNP", x, edge_index, edge_weight=edge_weight)
+        if isinstance(edge_index, Graph) and edge_index.is_bipartite:
+            # step k + 1 reads step k's output at the sources, which a block's destinations are not
+            raise ValueError("APPNP propagates K times over one graph, so it needs a square graph; a sampled block "
+                             "maps its sources to its destinations once. For mini-batches use "
+                             "NeighborLoader(subgraph=True): with K + 1 hops of full fanout the seeds' outputs are "
+                             "the whole graph's")
         split_features("APPNP", x, bipartite_ok=False)
         x, batch = Batch.fold(x)
         s, w = self._propagation(x, edge_index, extra["edge_weight"])

@@ -8,7 +8,8 @@ from torch import nn
 
 from .. import ops as ss
 from ..program import vertex_program
-from ._gcn_norm import VertexNorm, cached_normalisation, edge_weights, gcn_norm
+from ..graph import Graph
+from ._gcn_norm import BlockNorm, VertexNorm, block_norm, cached_normalisation, edge_weights, gcn_norm
 from ._inputs import Batch, normalise_call, resolve, split_features
 from ._linear import Linear
 from ._precision import float32_inside
@@ -40,6 +41,19 @@ def weighted_symmetric_sum_with_loops(v):
     return ss.sum(e.src.d * e.src.h * e.w * e.dst.d for e in v.in_edges()) + v.l * v.h
 
 
+@vertex_program(name="gcn_block_sum")
+def block_sum(v):
+    """sum over in-edges of ds[src] * h[src] * dd[dst]: a block's sides have factors of their own."""
+    return ss.sum(e.src.ds * e.src.h * e.dst.dd for e in v.in_edges())
+
+
+@vertex_program(name="gcn_block_sum_loops")
+def block_sum_with_loops(v):
+    """``block_sum`` plus the self loops the block does not hold: ``l[v] * h[v]`` (``h[v]`` is
+    source ``v``'s row: a block's destination ``v`` is its source ``v``)."""
+    return ss.sum(e.src.ds * e.src.h * e.dst.dd for e in v.in_edges()) + v.l * v.h
+
+
 @vertex_program(name="neighbour_sum")
 def neighbour_sum(v):
     """sum over in-edges of h[src]."""
@@ -50,6 +64,12 @@ def propagate(s, h: torch.Tensor, w: Union[None, torch.Tensor, VertexNorm], back
     """``sum_e w_e h_src`` (or the plain sum without ``w``) over ``s``'s in-edges, num_dst rows."""
     if w is None:
         return s.out(neighbour_sum(s.graph, backend=backend, h=s.src(h)))
+    if isinstance(w, BlockNorm):
+        ds, dd = s.src(w.dsrc.to(h.dtype)), s.dst(w.ddst.to(h.dtype))
+        if w.loop is None:
+            return s.out(block_sum(s.graph, backend=backend, h=s.src(h), ds=ds, dd=dd))
+        return s.out(block_sum_with_loops(s.graph, backend=backend, h=s.src(h), ds=ds, dd=dd,
+                                          l=s.dst(w.loop.to(h.dtype))))
     if isinstance(w, VertexNorm):
         d = s.src(w.dinv.to(h.dtype))
         if w.w is not None:
@@ -101,6 +121,23 @@ class GCNConv(nn.Module):
     in-edges, no self
     loops (``add_self_loops`` defaults to ``normalize``; asking for loops without normalisation
     is an error, as in PyG). ``flow="target_to_source"`` propagates along reversed edges.
+
+    On a sampled block (a bipartite ``seastar.Graph`` whose destination ``i`` is its source
+    ``i``, as ``NeighborLoader`` yields; ``x`` has the sources' ``num_src`` rows) the
+    normalisation is DGL's ``GraphConv(norm="both")`` over the block:
+    ``out = D_dst^-1/2 A D_src^-1/2 (x W) + b``, ``D_src`` the sources' out-degrees and ``D_dst``
+    the destinations' in-degrees *in the block*, each clamped to at least 1 (a destination
+    without in-edges gets ``b``). ``add_self_loops`` (the default) first adds PyG's remaining
+    self loops, source ``v`` -> destination ``v`` for every destination ``v`` (a destination's
+    loop edges give way to one), counted in both degrees; ``add_self_loops=False`` is DGL's
+    ``GraphConv`` exactly (DGL's blocks hold a loop only where the sampled graph had one). With
+    every neighbour sampled the destinations' degrees are the whole graph's, the sources'
+    count only their edges into the batch, so a block's output is not the whole graph's GCN at
+    the seeds; ``NeighborLoader(subgraph=True)`` gives that with one more hop than layers.
+    On a block ``edge_weight`` needs ``normalize=False`` (pre-normalised weights), ``cached=True``
+    is refused (blocks change every batch), and a pair ``(x_src, x_dst)`` is accepted with
+    ``x_dst`` unread (as DGL). PyG's bipartite call ``conv((x_src, x_dst), edge_index)`` stays
+    refused, as in PyG.
 
     Calls: ``conv(graph, x)`` / ``conv(graph, x, edge_weight)``; PyG's ``conv(x, edge_index)``,
     ``conv(x, edge_index, edge_weight)``, ``conv(x, adj_t)`` (sparse, values = weights) and
@@ -157,6 +194,8 @@ class GCNConv(nn.Module):
         """``forward(graph, x, edge_weight=None)`` or PyG's ``forward(x, edge_index, edge_weight=None)``."""
         x, edge_index, extra = normalise_call("GCNConv", x, edge_index, edge_weight=edge_weight)
         edge_weight = extra["edge_weight"]
+        if isinstance(edge_index, Graph) and edge_index.is_bipartite:
+            return self._forward_block(edge_index, x, edge_weight)
         split_features("GCNConv", x, bipartite_ok=False)
         x, batch = Batch.fold(x)
         if self.normalize:
@@ -171,6 +210,39 @@ class GCNConv(nn.Module):
         if batch is not None:
             out = batch.unfold(out)
         # `out` is the product's or the propagation's, and neither backward reads it
+        return add_bias(out, self.bias)
+
+    def _forward_block(self, block: Graph, x, edge_weight) -> torch.Tensor:
+        """A sampled block: DGL's ``GraphConv(norm="both")`` over it (``_gcn_norm.BlockNorm``)."""
+        x_src, x_dst, _ = split_features("GCNConv", x)
+        if block.num_dst > block.num_src:
+            raise ValueError(f"GCNConv: a block's destination i is its source i, so it needs num_dst <= num_src; "
+                             f"got a bipartite graph of {block.num_src} sources and {block.num_dst} destinations")
+        if not isinstance(x_src, torch.Tensor) or x_src.dim() != 2 or x_src.shape[0] != block.num_src:
+            raise ValueError(f"GCNConv: on a block x must be [num_src, F] = [{block.num_src}, F] (the sources' rows; "
+                             f"the first num_dst are the destinations'), got "
+                             f"{tuple(x_src.shape) if isinstance(x_src, torch.Tensor) else type(x_src).__name__}")
+        if x_dst is not None and x_dst.shape[0] != block.num_dst:
+            raise ValueError(f"GCNConv: x_dst has {x_dst.shape[0]} rows but the block has {block.num_dst} "
+                             f"destinations")
+        if self.cached:
+            raise ValueError("GCNConv(cached=True) reuses the first graph's normalisation for every call, but sampled "
+                             "blocks differ from batch to batch: use cached=False on blocks")
+        s = resolve("GCNConv", x_src, x_dst, block)
+        if not self.normalize:
+            w = edge_weights(s, edge_weight, "GCNConv")
+        elif edge_weight is not None:
+            raise ValueError("GCNConv: on a block the normalisation is DGL's GraphConv(norm='both') over the block's "
+                             "degrees, which takes no edge weights here: normalise the weights yourself and pass "
+                             "normalize=False, or train on NeighborLoader(subgraph=True) batches, where edge weights "
+                             "normalise as on any graph")
+        else:
+            w = block_norm(self._graph_cache, s, self.add_self_loops, x_src.dtype, x_src.device)
+        # x_dst is not read: the destinations' rows are the sources' first num_dst (DGL's GraphConv too)
+        if propagate_first(x_src, self.lin.weight, w):
+            out = self.lin(propagate(s, x_src, w, self.backend))
+        else:
+            out = propagate(s, self.lin(x_src), w, self.backend)
         return add_bias(out, self.bias)
 
     def _normalised(self, x, edge_index, edge_weight, h):
