@@ -104,6 +104,24 @@ def test_every_tensor_of_a_batch_moves_and_is_recorded_on_the_training_stream():
     assert {s for _, s in streams.kept} == {"training stream"}
 
 
+def test_a_subgraph_batch_moves_its_square_graph_and_gathers_on_the_device():
+    """subgraph=True batches hold one square graph and no blocks: the graph's index arrays move
+    (both directions: every layer reads it, forward and backward) and a device table is
+    gathered there by the batch's vertices."""
+    from seastar.loader import sample_subgraph
+    graph, x, y = _data()
+    streams = RecordingStreams()
+    transfer = _batch_transfer.BatchTransfer(META, x.to(META), y.to(META), streams=streams)
+    b = sample_subgraph(graph, torch.arange(20), [4, 3], seed=1)
+    assert not b.blocks and b.graph is not None and b.x is None
+    item = transfer.start(b)
+    arrays = b.graph._g.tensors("meta", coo=False, out=True)
+    assert {"in_ptr", "in_nbr", "out_ptr", "out_nbr"} <= set(arrays)
+    assert _ids(arrays.values()) <= _ids(item.allocated)
+    assert b.x.device == META and b.x.shape == (b.input_nodes.numel(), x.shape[1])
+    assert b.y.device == META and b.y.shape == (b.seed_nodes.numel(),)
+
+
 def test_a_table_on_the_device_is_gathered_there():
     """x and y on the device: the batch's rows are index_select'ed there (the GPU-side gather)."""
     graph, x, y = _data()
