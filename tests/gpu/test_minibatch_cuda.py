@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import seastar as ss
-import seastar.nn as snn
 from seastar import _C
 from seastar.loader import NeighborLoader
+
+import minibatch_steps  # tests/python, on the path through tests/gpu/conftest.py
 
 pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
@@ -38,43 +38,25 @@ def _data(n=3000, e=40000, f=16, classes=4, seed=0):
 
 
 def _sage(f, classes):
-    torch.manual_seed(0)
-    return torch.nn.ModuleList([snn.SAGEConv(f, 16), snn.SAGEConv(16, classes)]).double()
+    return minibatch_steps.sage(f, classes, hidden=16)
 
 
 def _gat(f, classes):
-    torch.manual_seed(0)
-    return torch.nn.ModuleList([snn.GATConv(f, 8, heads=2), snn.GATConv(16, classes)]).double()
+    return minibatch_steps.gat(f, classes, hidden=16)
 
 
 MODELS = {"sage": _sage, "gat": _gat}
 
 
 def _train(loader, make, device, steps=4, classes=4):
-    convs = make(loader.x.shape[1], classes).to(device)
-    opt = torch.optim.SGD(convs.parameters(), lr=0.1)
-    losses = []
-    for i, batch in enumerate(loader):
-        if i == steps:
-            break
+    def check(batch):
         assert batch.y.device == device and batch.blocks[0].num_edges > 0
-        opt.zero_grad()
-        h = batch.x
-        for j, (conv, block) in enumerate(zip(convs, batch.blocks)):
-            h = conv(block, h)
-            if j + 1 < len(convs):
-                h = F.relu(h)
-        loss = F.cross_entropy(h, batch.y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.detach())
-    return torch.stack(losses).cpu(), [p.detach().cpu() for p in convs.parameters()]
+
+    return minibatch_steps.train(loader, make(loader.x.shape[1], classes).to(device), steps, check)
 
 
 def _assert_same(a, b, tol=1e-9):
-    torch.testing.assert_close(a[0], b[0], rtol=tol, atol=tol)
-    for p, q in zip(a[1], b[1]):
-        torch.testing.assert_close(p, q, rtol=tol, atol=tol)
+    minibatch_steps.assert_same_training(a, b, tol)
 
 
 def _cpu_reference(graph, x, y, make, x_in_place=False):

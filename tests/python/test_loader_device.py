@@ -17,9 +17,10 @@ import torch
 import torch.nn.functional as F
 
 import seastar as ss
-import seastar.nn as snn
 from seastar import _batch_transfer, _C
 from seastar.loader import NeighborLoader, sample_blocks
+
+import minibatch_steps
 
 META = torch.device("meta")
 
@@ -249,44 +250,15 @@ def test_host_view_is_the_same_memory_on_the_device():
 
 # ---- the training step through the device path equals the one without it (float64) -------------
 
-def _sage(f, classes):
-    torch.manual_seed(0)
-    return torch.nn.ModuleList([snn.SAGEConv(f, 8), snn.SAGEConv(8, classes)]).double()
-
-
-def _gat(f, classes):
-    torch.manual_seed(0)
-    return torch.nn.ModuleList([snn.GATConv(f, 4, heads=2), snn.GATConv(8, classes)]).double()
-
-
 def _train(loader, make, steps=4):
-    graph_x = loader.x
-    convs = make(graph_x.shape[1], int(loader.y.max()) + 1)
-    opt = torch.optim.SGD(convs.parameters(), lr=0.1)
-    losses = []
-    for i, batch in enumerate(loader):
-        if i == steps:
-            break
-        opt.zero_grad()
-        h = batch.x
-        for j, (conv, block) in enumerate(zip(convs, batch.blocks)):
-            h = conv(block, h)
-            if j + 1 < len(convs):
-                h = F.relu(h)
-        loss = F.cross_entropy(h, batch.y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.detach())
-    return torch.stack(losses), [p.detach().clone() for p in convs.parameters()]
+    return minibatch_steps.train(loader, make(loader.x.shape[1], int(loader.y.max()) + 1), steps)
 
 
 def _assert_same_training(a, b, tol=1e-12):
-    torch.testing.assert_close(a[0], b[0], rtol=tol, atol=tol)
-    for p, q in zip(a[1], b[1]):
-        torch.testing.assert_close(p, q, rtol=tol, atol=tol)
+    minibatch_steps.assert_same_training(a, b, tol)
 
 
-@pytest.mark.parametrize("make", [_sage, _gat], ids=["sage", "gat"])
+@pytest.mark.parametrize("make", [minibatch_steps.sage, minibatch_steps.gat], ids=["sage", "gat"])
 @pytest.mark.parametrize("x_in_place", [False, True])
 def test_training_through_the_device_path_equals_training_without(make, x_in_place):
     graph, x, y = _data()
@@ -297,7 +269,7 @@ def test_training_through_the_device_path_equals_training_without(make, x_in_pla
         _assert_same_training(_train(loader, make), base)
 
 
-@pytest.mark.parametrize("make", [_sage, _gat], ids=["sage", "gat"])
+@pytest.mark.parametrize("make", [minibatch_steps.sage, minibatch_steps.gat], ids=["sage", "gat"])
 @pytest.mark.parametrize("x_in_place", [False, True])
 def test_emulated_cuda_kernels_train_as_the_cpu_kernels(monkeypatch, make, x_in_place):
     """The mini-batch step's generated CUDA (SAGE reading x in place through global source ids or
@@ -313,7 +285,7 @@ def test_emulated_cuda_kernels_train_as_the_cpu_kernels(monkeypatch, make, x_in_
 
 def test_layerwise_inference_on_a_named_device_equals_the_default():
     graph, x, _ = _data()
-    convs = _sage(x.shape[1], 3)
+    convs = minibatch_steps.sage(x.shape[1], 3)
     a = ss.loader.layerwise_inference(convs, graph, x, batch_size=64, between=lambda i, h: F.relu(h))
     b = ss.loader.layerwise_inference(convs, graph, x, batch_size=64, between=lambda i, h: F.relu(h), device="cpu")
     torch.testing.assert_close(a, b, rtol=0, atol=0)
