@@ -30,8 +30,9 @@ Profiles (``random_program(seed, profile)``):
            that depend only on the centre (``e.dst.s``, times ``v.in_degree``), softmax over
            out-edges, softmax as an edge value inside any expression, typed parameters more often
   ties     the hard shapes on integer-valued inputs and parameters, so maxima, minima, kinks
-           (relu, abs, clamp) and maximum/minimum tie exactly; every value stays an exact
-           integer until a transcendental op, so both sides see the same ties
+           (relu, abs, clamp) and maximum/minimum tie exactly; only ops whose result is one
+           correctly rounded operation (no exp, tanh, sqrt, softmax), so both sides see the
+           same ties
 """
 from __future__ import annotations
 
@@ -45,6 +46,10 @@ EDGE_INPUTS = {"w": "S", "q": "P"}
 UNARY = ["neg", "relu", "leaky_relu", "elu", "sigmoid", "tanh", "abs", "square", "softplus_ish", "log1p_sq",
          "exp_clamped", "clamp", "scale"]
 BINARY = ["add", "sub", "mul", "safe_div", "maximum", "minimum"]
+# the ties profile's: each result is one correctly rounded operation of its operands, so both
+# sides compute the same value and tie where the other does (exp, tanh, sqrt... and softmax may
+# round differently in the last bit, and a tie in one would be none in the other)
+EXACT_UNARY = ["neg", "relu", "leaky_relu", "abs", "square", "clamp", "scale"]
 REDUCE = ["sum", "mean", "max"]
 AGGREGATE = ["sum", "mean", "max", "min"]
 NUM_EDGE_TYPES = 3  # of the typed graph a program reading W[e.type] runs on
@@ -53,9 +58,10 @@ PROFILES = ("default", "hard", "ties")
 
 # -- generation --------------------------------------------------------------------------------
 class _Gen:
-    def __init__(self, rng: random.Random, hard: bool = False):
+    def __init__(self, rng: random.Random, hard: bool = False, exact: bool = False):
         self.rng = rng
         self.hard = hard
+        self.exact = exact  # no transcendental op and no softmax (the ties profile)
 
     def pick(self, xs):
         return self.rng.choice(xs)
@@ -69,16 +75,16 @@ class _Gen:
         if shape == "P" and r < 0.3:
             return ("red", self.pick(REDUCE), self.tree(space, self.pick("SP"), depth - 1))
         if space == "V" and r < 0.55:
-            if self.rng.random() < (0.4 if self.hard else 0.25) and depth >= 2:
+            if self.rng.random() < (0.4 if self.hard else 0.25) and depth >= 2 and not self.exact:
                 return ("smax", self.score(depth - 2), self.tree("E", shape, depth - 1))
             return ("agg", self.pick(AGGREGATE), self.tree("E", shape, depth - 1))
         if self.hard and space == "E" and r < 0.4:
-            if self.rng.random() < 0.5:  # nested: the centre's own aggregation, read on its edges
+            if self.rng.random() < 0.5 or self.exact:  # nested: the centre's own aggregation, read on its edges
                 return ("bin", self.pick(["mul", "add", "sub"]), self.tree("E", shape, depth - 1),
                         ("agg", self.pick(AGGREGATE), self.tree("E", shape, depth - 1)))
             return ("sm", self.tree("E", shape, depth - 1))
         if r < 0.65:
-            op = self.pick(UNARY)
+            op = self.pick(EXACT_UNARY if self.exact else UNARY)
             params = {"leaky_relu": (0.2,), "elu": (1.0,), "clamp": (-0.5, 0.7), "scale": (-1.5,)}.get(op, ())
             return ("un", op, self.tree(space, shape, depth - 1), *params)
         if r < 0.72:
@@ -133,7 +139,7 @@ def random_program(seed: int, profile: str = "default") -> Dict:
         raise ValueError(f"unknown profile {profile!r}; one of {PROFILES}")
     hard = profile != "default"
     rng = random.Random(seed if not hard else f"{profile}-{seed}")
-    g = _Gen(rng, hard)
+    g = _Gen(rng, hard, exact=profile == "ties")
     outs = [g.tree("V", rng.choice("SP"), rng.randint(2, 5), root=True) for _ in range(rng.randint(1, 3))]
     program = {"seed": seed, "profile": profile, "outputs": outs, "H": rng.choice([1, 2]), "F": rng.choice([1, 3, 4])}
     vary = random.Random(seed * 7919 + 17)
