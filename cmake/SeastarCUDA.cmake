@@ -5,6 +5,18 @@
 # built with CUDA (libtorch_cuda, libc10_cuda), for the launch glue on torch's current stream.
 #
 # Defines SEASTAR_WITH_CUDA (CMake variable and, on seastar_cuda_config, a compile definition).
+# _seastar_cuda_headers_in(<out> <folders...>): the first folder holding the headers Seastar
+# compiles against (nvrtc.h, cuda.h, cuda_runtime_api.h), else "".
+function(_seastar_cuda_headers_in out)
+  foreach(_inc IN LISTS ARGN)
+    if(EXISTS ${_inc}/nvrtc.h AND EXISTS ${_inc}/cuda.h AND EXISTS ${_inc}/cuda_runtime_api.h)
+      set(${out} ${_inc} PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  set(${out} "" PARENT_SCOPE)
+endfunction()
+
 option(SEASTAR_ENABLE_CUDA "Build the CUDA backend when a CUDA toolkit is found" ON)
 set(SEASTAR_WITH_CUDA OFF)
 add_library(seastar_cuda_config INTERFACE)
@@ -16,26 +28,19 @@ if(SEASTAR_ENABLE_CUDA)
   if(CUDAToolkit_FOUND)
     # a list: CMake 4's FindCUDAToolkit gives the folders nvcc itself searches, which for CUDA 13
     # are include/ and include/cccl
-    foreach(_inc IN LISTS CUDAToolkit_INCLUDE_DIRS)
-      if(EXISTS ${_inc}/nvrtc.h AND EXISTS ${_inc}/cuda.h AND EXISTS ${_inc}/cuda_runtime_api.h)
-        set(_cuda_main ${_inc})
-        set(_cuda_inc ${CUDAToolkit_INCLUDE_DIRS})
-        break()
-      endif()
-    endforeach()
+    _seastar_cuda_headers_in(_cuda_main ${CUDAToolkit_INCLUDE_DIRS})
+    if(_cuda_main)
+      set(_cuda_inc ${CUDAToolkit_INCLUDE_DIRS})
+    endif()
   endif()
   if(NOT _cuda_main)
     # find_package(CUDAToolkit) wants nvcc on the PATH (and may find a toolkit without NVRTC);
     # the headers are all Seastar needs. Last resort: the headers of the NVIDIA pip packages
     # that torch's CUDA 13 wheels depend on.
     get_filename_component(_site ${SEASTAR_TORCH_DIR} DIRECTORY)
-    foreach(_inc $ENV{CUDA_HOME}/include $ENV{CUDA_PATH}/include /usr/local/cuda/include ${_site}/nvidia/cu13/include)
-      if(EXISTS ${_inc}/nvrtc.h AND EXISTS ${_inc}/cuda.h AND EXISTS ${_inc}/cuda_runtime_api.h)
-        set(_cuda_main ${_inc})
-        set(_cuda_inc ${_inc})
-        break()
-      endif()
-    endforeach()
+    _seastar_cuda_headers_in(_cuda_main $ENV{CUDA_HOME}/include $ENV{CUDA_PATH}/include /usr/local/cuda/include
+                             ${_site}/nvidia/cu13/include)
+    set(_cuda_inc ${_cuda_main})
   endif()
   if(_cuda_main AND NOT EXISTS ${SEASTAR_TORCH_LIB_DIR}/libtorch_cuda.so)
     message(STATUS "Seastar: CUDA toolkit found but torch (${SEASTAR_TORCH_VERSION}) has no CUDA: CPU-only build")
