@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "core/graph/graph_tensors.h"
@@ -66,6 +67,13 @@ class BufferShelf {
   size_t idle_bytes() {
     std::lock_guard<std::mutex> lock(mutex_);
     return idle_bytes_;
+  }
+
+  size_t release_idle() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Buffer& b : idle_) std::free(b.ptr);
+    idle_.clear();
+    return std::exchange(idle_bytes_, 0);
   }
 
  private:
@@ -130,5 +138,7 @@ torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& rows) {
 }
 
 size_t gather_buffers_idle_bytes() { return BufferShelf::instance().idle_bytes(); }
+
+size_t release_idle_gather_buffers() { return BufferShelf::instance().release_idle(); }
 
 }  // namespace seastar::kernels

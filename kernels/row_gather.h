@@ -23,4 +23,7 @@ torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& rows);
 /// Bytes the recycled buffers hold while no tensor uses them (at most a few batches' worth).
 size_t gather_buffers_idle_bytes();
 
+/// Frees the idle recycled buffers (those in use come back later as usual); returns the bytes freed.
+size_t release_idle_gather_buffers();
+
 }  // namespace seastar::kernels

@@ -103,6 +103,8 @@ void bind_sampling(py::module_& m) {
         "unified addressing; keeps `host` alive. The caller checks that `host` is pinned.");
   m.def("gather_buffers_idle_bytes", &kernels::gather_buffers_idle_bytes,
         "Bytes of gather_rows' recycled buffers that no tensor uses now.");
+  m.def("release_idle_gather_buffers", &kernels::release_idle_gather_buffers,
+        "Frees gather_rows' recycled buffers that no tensor uses now; returns the bytes freed.");
   m.def("sample_neighbors", &sample, py::arg("graph"), py::arg("seeds"), py::arg("fanouts"), py::arg("seed") = 0,
         py::arg("replace") = false, py::arg("weights") = py::none(), py::arg("expand_once") = false,
         "Samples len(fanouts) hops of in-neighbours from `seeds`; returns [(block, src_nodes, edge_ids)] innermost "

@@ -294,8 +294,12 @@ def test_large_gathers_recycle_the_buffers_of_dead_outputs_only():
     """A gather of 1 MB or more writes into a buffer a dead output gave back (its pages are
     mapped already), never into one a live tensor still views; buffers come back from any
     thread, and only a few stay idle."""
+    import gc
     import threading
-    x = torch.randn(5000, 500)  # 6 MB outputs: larger than any other test's, so only ours fit them
+    gc.collect()  # outputs of earlier tests that only a cycle kept alive give their buffers back now,
+    ss._C.release_idle_gather_buffers()  # and the shelf starts empty: only this test's buffers are on it
+    assert ss._C.gather_buffers_idle_bytes() == 0
+    x = torch.randn(5000, 500)  # 6 MB outputs
     idx = [torch.randint(0, 5000, (3000 + 37 * k,), generator=torch.Generator().manual_seed(k)) for k in range(12)]
     first = ss._C.gather_rows(x, idx[0])
     ptr = first.data_ptr()
