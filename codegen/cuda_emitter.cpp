@@ -15,6 +15,15 @@ namespace {
 constexpr int kReduceBlock = 256;               ///< threads per block of the partial-sum reduction
 constexpr int64_t kMaxChunks = 8192;            ///< blocks of centres of a parameter gradient
 constexpr int64_t kMaxScratch = int64_t(1) << 22;  ///< partial-sum elements of one traversal
+/// Blocks per SM that ptxas keeps resident for a hub-path traversal with an online softmax (at
+/// most 42 registers a thread): that combine (per-score maxima, rescaled partials) is the one
+/// that raises the register count, and registers spent on it, once per hub, would cost the
+/// occupancy of every centre's edge loop; the zoo's edge loops need at most 40. Sums and
+/// extremes combine in the registers their loop needs anyway, so they get no bound (a bound
+/// lets ptxas spend up to it).
+constexpr int kHubMinBlocksPerSM = 3;
+/// Dynamic shared memory a block gets without opting in (cuFuncSetAttribute) on every device.
+constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 
 bool split_capable(const Value& v) {
   const OpKind kind = op_info(v.op).kind;
@@ -99,6 +108,77 @@ class CudaEmitter : public EmitterBase {
     os << "      grp.sync();  // the previous pass's results, stored by every lane, are read below\n";
   }
 
+  std::string edge_loop_bounds() const override { return "j = jb; j < je"; }
+
+  /// A hub's groups each walked a slice of its edges: they combine their accumulators through
+  /// shared memory (every thread's slot x at sx_hub[x * BT + thread]), each group reading the
+  /// groups' partials in group order, so every group ends with the same bits, and the result
+  /// does not depend on which block took the hub.
+  void after_edge_loop(std::ostringstream& os) override {
+    if (probe_ || gt_ > launch::kWarpSize || pass_accumulators_.empty()) return;
+    const std::string ind = "      ";
+    std::ostringstream put, combine;
+    int64_t off = 0;
+    // every slot this thread holds of `array` (n of them) to shared memory, from offset `at`
+    auto save = [&](const std::string& array, int64_t n) {
+      put << ind << "  _Pragma(\"unroll\") for (int x = 0; x < " << n << "; ++x) sx_hub[(" << off
+          << " + x) * BT + threadIdx.x] = " << array << "[x];\n";
+      const int64_t at = off;
+      off += n;
+      return at;
+    };
+    // group g's value of slot `x` (an expression) of the array saved at `at`
+    auto part = [](int64_t at, const std::string& x, const std::string& g) {
+      return "sx_hub[(" + std::to_string(at) + " + " + x + ") * BT + " + g + " * GT + lane]";
+    };
+    for (const PassAccumulator& a : pass_accumulators_) {
+      const int64_t at = save(a.acc, a.extent);
+      const std::string s = slot(a.layout);
+      switch (a.op) {
+        case Op::agg_sum: case Op::agg_mean:
+          combine << ind << "  " << loop(a.layout, a.S) << "{ T v = " << part(at, s, "0")
+                  << "; for (int g = 1; g < GPB; ++g) v += " << part(at, s, "g") << "; " << a.acc << "[" << s
+                  << "] = v; }\n";
+          break;
+        case Op::agg_max: case Op::agg_min:
+          combine << ind << "  " << loop(a.layout, a.S) << "{ T v = " << part(at, s, "0")
+                  << "; for (int g = 1; g < GPB; ++g) { const T w = " << part(at, s, "g") << "; if (w "
+                  << (a.op == Op::agg_max ? ">" : "<") << " v) v = w; } " << a.acc << "[" << s << "] = v; }\n";
+          break;
+        case Op::agg_softmax_sum: {
+          hub_softmax_ = true;
+          // the online softmax's partials (m_g, z_g, acc_g) rescaled to the largest m:
+          // z = sum_g z_g exp(m_g - m), acc = sum_g acc_g exp(m_g - m); a partial whose m is the
+          // largest scales by exactly 1 (also when every m is -inf: no exp(-inf + inf))
+          const int64_t am = save(a.mx, a.stats), az = save(a.zz, a.stats);
+          // per score: the largest m, then z; the weighted sums rescale by the new m (a.mx)
+          const std::string is = "(" + a.stat_index + ")";
+          combine << ind << "  for (int64_t q = 0; q < " << a.stats << "; ++q) {\n"
+                  << ind << "    T M = " << part(am, "q", "0") << ";\n"
+                  << ind << "    for (int g = 1; g < GPB; ++g) { const T w = " << part(am, "q", "g") << "; if (w > M) M = w; }\n"
+                  << ind << "    T z = T(0);\n"
+                  << ind << "    for (int g = 0; g < GPB; ++g) { const T m = " << part(am, "q", "g") << "; z += "
+                  << part(az, "q", "g") << " * (m == M ? T(1) : " << fn("exp") << "(m - M)); }\n"
+                  << ind << "    " << a.zz << "[q] = z;\n"
+                  << ind << "    " << a.mx << "[q] = M;\n"
+                  << ind << "  }\n"
+                  << ind << "  " << loop(a.layout, a.S) << "{ const T M = " << a.mx << "[" << is
+                  << "]; T v = T(0); for (int g = 0; g < GPB; ++g) { const T m = " << part(am, is, "g") << "; v += "
+                  << part(at, s, "g") << " * (m == M ? T(1) : " << fn("exp") << "(m - M)); } " << a.acc << "[" << s
+                  << "] = v; }\n";
+          break;
+        }
+        default:  // argmax, argmin: a hub's slices are not combined; such kernels keep one group per centre
+          hub_unsupported_ = true;
+          return;
+      }
+    }
+    hub_smem_elems_ = std::max(hub_smem_elems_, off);
+    os << ind << "if (hub) {  // this pass's partial results of the groups that split the hub, combined\n"
+       << ind << "  __syncthreads();  // the previous pass's readers of sx_hub are done\n"
+       << put.str() << ind << "  __syncthreads();\n" << combine.str() << ind << "}\n";
+  }
+
   void note_width(const Value& v) override {
     if (!probe_) return;
     const int64_t S = numel(v.shape);
@@ -112,6 +192,9 @@ class CudaEmitter : public EmitterBase {
   /// Emits kernel `k`'s body into the base's streams (twice: a probe for the widths, then for real).
   Traversal body(const Kernel& k, std::ostringstream& fin) {
     begin_kernel(k);
+    hub_unsupported_ = false;
+    hub_softmax_ = false;
+    hub_smem_elems_ = 0;
     Traversal t;
     if (k.kind == Kernel::Kind::Traverse) {
       t = traversal(k);
@@ -132,26 +215,40 @@ class CudaEmitter : public EmitterBase {
   };
 
   std::string kernel(int index, const Kernel& k, CudaProgram& prog) {
-    const launch::ThreadMapping m = probe_mapping(k);
+    launch::ThreadMapping m = probe_mapping(k);
     std::ostringstream fin;
     Traversal t = body(k, fin);
     CudaLaunch launch;
     launch.name = "kernel_" + std::to_string(index);
+    hub_ = hub_path(k, t, m, prog.float_bytes);
+    if (hub_) {
+      m.block_threads = launch::kHubBlockThreads;
+      m.groups_per_block = m.block_threads / m.group_threads;
+      launch.hub_degree = o_.hub_degree;
+    }
     launch.mapping = m;
     launch.src_side = source_side(k);
     std::ostringstream out;
     out << kernel_comment(index, k) << "// " << m.group_threads << " thread" << (m.group_threads > 1 ? "s" : "")
         << " per item, " << m.block_threads << " per block; widest value " << width_ << " elements ("
         << m.elems_per_thread << " per lane)\n"
-        << "extern \"C\" __global__ void __launch_bounds__(" << m.block_threads << ") " << launch.name
+        << "extern \"C\" __global__ void __launch_bounds__(" << m.block_threads
+        << (hub_ ? ", " + std::to_string(kHubMinBlocksPerSM) : std::string()) << ") " << launch.name
         << "(const Args args) {\n"
         << "  constexpr int GT = " << m.group_threads << ";\n"
         << "  const sx::Group<GT> grp;\n  const int lane = grp.lane;\n  (void)lane;\n"
         << "  const int64_t N = " << count_of(k) << ", E = args.E;\n  (void)N; (void)E;\n";
-    if (smem_elems_ > 0) {
-      launch.shared_bytes = smem_elems_ * m.groups_per_block * prog.float_bytes;
-      out << "  SX_DYNAMIC_SHARED(sx_smem_raw);\n"
-          << "  T* const sx_smem = reinterpret_cast<T*>(sx_smem_raw) + grp.index * " << smem_elems_ << ";\n";
+    launch.shared_bytes = (smem_elems_ * m.groups_per_block + (hub_ ? hub_smem_elems_ * m.block_threads : 0)) *
+                          prog.float_bytes;
+    if (launch.shared_bytes > 0) out << "  SX_DYNAMIC_SHARED(sx_smem_raw);\n";
+    if (smem_elems_ > 0)
+      out << "  T* const sx_smem = reinterpret_cast<T*>(sx_smem_raw) + grp.index * " << smem_elems_ << ";\n";
+    if (k.kind == Kernel::Kind::Traverse) {
+      out << "  constexpr int GPB = " << m.groups_per_block << ", BT = GPB * GT;\n  (void)BT;\n";
+      if (hub_)
+        out << "  T* const sx_hub = reinterpret_cast<T*>(sx_smem_raw) + " << smem_elems_ * m.groups_per_block << ";\n";
+      else
+        out << "  T* const sx_hub = nullptr;\n  (void)sx_hub;\n";
     }
     RowsScratch rows;
     out << (k.kind == Kernel::Kind::Traverse ? traversal_loop(k, t, launch, prog, &rows) : map_loop(k, fin, launch));
@@ -160,6 +257,18 @@ class CudaEmitter : public EmitterBase {
     prog.launches.push_back(launch);
     if (rows.used) out << reduce_kernel(launch.name + "_rows", t, rows.offset, rows.chunks, prog, k);
     return out.str();
+  }
+
+  /// Whether traversal k gets the hub path: groups narrower than a block (a block-wide group
+  /// already has a block per centre), no parameter-gradient partial sums (their slots are a
+  /// group's own), accumulators that combine (not argmax), and shared memory for the combine.
+  bool hub_path(const Kernel& k, const Traversal& t, const launch::ThreadMapping& m, int float_bytes) const {
+    if (k.kind != Kernel::Kind::Traverse || o_.hub_degree <= 0 || m.group_threads > launch::kWarpSize ||
+        !t.rows.empty() || hub_unsupported_)
+      return false;
+    const int64_t groups = launch::kHubBlockThreads / m.group_threads;
+    const int64_t bytes = (smem_elems_ * groups + hub_smem_elems_ * launch::kHubBlockThreads) * float_bytes;
+    return groups > 1 && bytes <= kMaxStaticSharedBytes;
   }
 
   /// The thread mapping of kernel k: the widest value decides it, and it decides the layouts, so
@@ -191,9 +300,30 @@ class CudaEmitter : public EmitterBase {
     out << "  const I* ptr = (const I*)args.G[" << ptr << "];\n  const I* nbr = (const I*)args.G[" << ptr + 1 << "];\n"
         << "  const I* eid = (const I*)args.G[" << ptr + 2 << "];\n  const I* order = (const I*)args.G[" << ptr + 3
         << "];\n";
-    if (t.rows.empty()) {
+    if (t.rows.empty() && hub_) {
+      launch.items = CudaLaunch::Items::Vertices;
+      launch.hub_counter = prog.num_counters++;
+      out << "  // hubs (centres of at least " << o_.hub_degree << " edges, a prefix of the degree order) first, a block\n"
+          << "  // each: its groups walk equal slices of the edges and combine after each pass; then the\n"
+          << "  // rest, a group each, in degree order. Counters schedule, never sum.\n"
+          << "  const int64_t NH = sx::hub_count(ptr, order, N, (int64_t)" << o_.hub_degree << ");\n"
+          << "  bool hub = NH > 0;\n"
+          << "  for (;;) {\n"
+          << "    int64_t i;\n"
+          << "    if (hub) {\n"
+          << "      i = sx::block_next(args.counters + " << launch.hub_counter << ");  // the same in the whole block\n"
+          << "      if (i >= NH) { hub = false; continue; }\n"
+          << "    } else {\n"
+          << "      const int64_t base = NH + grp.next_base(args.counters + " << launch.counter << ");\n"
+          << "      if (base >= N) break;\n"
+          << "      i = base + grp.offset();\n"
+          << "      if (i >= N) continue;\n"
+          << "    }\n"
+          << "    {\n";
+    } else if (t.rows.empty()) {
       launch.items = CudaLaunch::Items::Vertices;
       out << "  // centres in degree order (hubs first), taken dynamically: a counter schedules, never sums\n"
+          << "  constexpr bool hub = false;\n"
           << "  for (;;) {\n"
           << "    const int64_t base = grp.next_base(args.counters + " << launch.counter << ");\n"
           << "    if (base >= N) break;\n"
@@ -219,11 +349,15 @@ class CudaEmitter : public EmitterBase {
       for (const RowReduction& r : t.rows)
         out << "    T* pp" << r.value << " = (T*)args.scratch + " << scratch << " + b * " << t.partial_elems << " + "
             << r.offset << ";\n";
-      out << "    for (int64_t i = b; i < N; i += NB) {\n";
+      out << "    constexpr bool hub = false;\n"
+          << "    for (int64_t i = b; i < N; i += NB) {\n";
       *rows = {true, scratch, max_chunks};
     }
     out << "      const int64_t c = order[i];\n"
         << "      const int64_t beg = ptr[c], end = ptr[c + 1];\n"
+        << "      // the edges this group walks: a hub's are split into equal slices over the block's groups\n"
+        << "      const int64_t jb = hub ? beg + (end - beg) * grp.index / GPB : beg;\n"
+        << "      const int64_t je = hub ? beg + (end - beg) * (grp.index + 1) / GPB : end;\n"
         << t.passes << "    }\n  }\n";
     return out.str();
   }
@@ -294,6 +428,10 @@ class CudaEmitter : public EmitterBase {
   std::string count_of(const Kernel& k) const { return source_side(k) ? "args.NS" : "args.N"; }
 
   bool probe_ = false;
+  bool hub_ = false;               ///< the kernel being emitted has the hub path
+  bool hub_unsupported_ = false;   ///< its body has an accumulator the hub path cannot combine
+  bool hub_softmax_ = false;       ///< its hub combine rescales online-softmax partials
+  int64_t hub_smem_elems_ = 0;     ///< shared-memory elements per thread of the hub combine
   int64_t width_ = 1, heads_ = 1;
   int gt_ = 1;
   int64_t smem_elems_ = 0;  ///< shared-memory elements per group

@@ -34,6 +34,8 @@ struct CudaLaunch {
   int64_t count = 0;             ///< Chunks: the most blocks; Fixed: the items
   launch::ThreadMapping mapping;
   int counter = -1;              ///< its work counter (dynamic assignment), else -1
+  int64_t hub_degree = 0;        ///< traversals: centres of at least this many edges take a block each; 0 = none
+  int hub_counter = -1;          ///< the hubs' work counter, else -1
   bool src_side = false;         ///< iterates the sources of a bipartite graph (NS, not N)
   int64_t shared_bytes = 0;      ///< dynamic shared memory per block
   /// What it reads and writes per edge, per vertex (centre) and per launch (traffic.h).

@@ -71,6 +71,7 @@ Operand EmitterBase::emit_aggregation(int a, std::ostringstream& init, std::ostr
     const std::string p = simd(L);
     if (!p.empty()) os << ind << p << "\n";
   };
+  pass_accumulators_.push_back({av.op, acc, L, S, extent(L, S), "", "", "", 0});
   switch (av.op) {
     case Op::agg_sum: case Op::agg_mean:
       init << "      T " << acc << "[" << D << "];\n      " << H << A << " = T(0);\n";
@@ -101,6 +102,11 @@ Operand EmitterBase::emit_aggregation(int a, std::ostringstream& init, std::ostr
       const std::string id = std::to_string(a), mx = "mx" + id, zz = "zz" + id;
       const std::string is = bcast_index(sv.shape, av.shape, "k");
       const std::string F = at(f, fv.shape, av.shape), xs = x.expr + "[q]";
+      PassAccumulator& pa = pass_accumulators_.back();
+      pa.mx = mx;
+      pa.zz = zz;
+      pa.stats = Ss;
+      pa.stat_index = is;
       init << "      T " << mx << "[" << Ss << "], " << zz << "[" << Ss << "], " << acc << "[" << D << "];\n"
            << "      for (int64_t q = 0; q < " << Ss << "; ++q) { " << mx << "[q] = -INFINITY; " << zz
            << "[q] = T(0); }\n"

@@ -311,6 +311,7 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
     body_.str("");
     random_rows_ = {};
     std::ostringstream init, update, fin;
+    pass_accumulators_.clear();
     for (size_t i = 0; i < k.values.size(); ++i)
       if (k.pass[i] == pass) reduction(k.values[i], init, update, fin, t);
     // per edge of this pass: the neighbour and the original edge id, when the pass uses them
@@ -318,9 +319,11 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
     if (reads_edge_id_) note_traffic(TrafficTerm::Per::Edge, index + "eid", -1, index_bytes(), false, false);
     if (pass > 0) pass_barrier(passes);
     passes << "      // pass " << pass << "\n" << pre_.str() << init.str()
-           << "      for (int64_t j = beg; j < end; ++j) {\n"
+           << "      for (int64_t " << edge_loop_bounds() << "; ++j) {\n"
            << "        const int64_t n = nbr[j], e = eid[j];\n        (void)n;\n"
-           << prefetch(random_rows_) << indent(body_.str()) << update.str() << "      }\n" << fin.str();
+           << prefetch(random_rows_) << indent(body_.str()) << update.str() << "      }\n";
+    after_edge_loop(passes);
+    passes << fin.str();
   }
   if (!k.epilogue.empty()) {
     // the vertex outputs of the centre, from the results just stored for it

@@ -112,6 +112,12 @@ class EmitterBase {
   virtual void pass_barrier(std::ostringstream&) {}
   /// Called for every computed value and accumulator (lets the CUDA emitter size its mapping).
   virtual void note_width(const ir::Value&) {}
+  /// The bounds of a traversal pass's edge loop: the centre's edges `beg`, `end` (C++), or the
+  /// slice of them this group walks (CUDA: a hub's edges are split over a block's groups).
+  virtual std::string edge_loop_bounds() const { return "j = beg; j < end"; }
+  /// After a pass's edge loop, before its accumulators are finished and stored (CUDA: the
+  /// groups that split a hub combine their accumulators, `pass_accumulators_`).
+  virtual void after_edge_loop(std::ostringstream&) {}
   /// The rows a traversal's edge loop reads where the loop's own order does not predict them:
   /// at the neighbour (`n`) and at the edge's original id (`e`, through the CSC slot's `eid`);
   /// buffer and elements per row, as read in the current pass.
@@ -134,6 +140,19 @@ class EmitterBase {
   int64_t index_bytes() const { return o_.index_type == "int64_t" ? 8 : 4; }
   int64_t float_bytes() const { return o_.float_type == "double" ? 8 : 4; }
   std::vector<TrafficTerm> traffic_;
+  /// An accumulator of the pass being emitted, as its edge loop leaves it: `acc` (extent
+  /// elements, in `layout`; S elements in all) and, for the online softmax, its per-score
+  /// running max `mx` and normaliser `zz` (`stats` elements each, whole) and the score index
+  /// of element k (`stat_index`).
+  struct PassAccumulator {
+    ir::Op op;
+    std::string acc;
+    Layout layout = Layout::Whole;
+    int64_t S = 0, extent = 0;
+    std::string mx, zz, stat_index;
+    int64_t stats = 0;
+  };
+  std::vector<PassAccumulator> pass_accumulators_;
   int pass_ = 0;                ///< the traversal pass being emitted
   bool reads_edge_id_ = false;  ///< the current pass reads `e` (a traversal's eid[j])
   bool reads_nbr_ = false;      ///< the current pass reads `n` (a traversal's nbr[j])

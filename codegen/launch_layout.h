@@ -60,10 +60,19 @@ std::string cuda_args_struct(int num_buffers);
 std::vector<uint64_t> cuda_args_words(int64_t N, int64_t E, int64_t NS, void* const* graph, void* const* buffers,
                                       int num_buffers, void* counters, void* scratch);
 
+/// Traversals (CUDA) give a centre with at least this many edges to a whole block, whose groups
+/// split its edges and combine their partial results in a fixed order: on power-law graphs one
+/// group walking a hub's edges alone would outlast the rest of the kernel. SEASTAR_CUDA_HUB_DEGREE
+/// overrides it (0: no hub path), for the device benchmark's sweep.
+constexpr int64_t kDefaultHubDegree = 512;
+/// Threads per block of a traversal with the hub path: the groups that split a hub.
+constexpr int kHubBlockThreads = 512;
+
 struct EmitOptions {
   std::string float_type = "float";     ///< "float" or "double"
   std::string index_type = "int32_t";   ///< "int32_t" or "int64_t"
   std::string name = "program";
+  int64_t hub_degree = kDefaultHubDegree;  ///< CUDA: the hub path's least degree; 0 = none
 };
 
 constexpr int kMaxBlockThreads = 1024;

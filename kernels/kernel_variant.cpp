@@ -1,8 +1,11 @@
 /** \file Steps 6-emit and 7-compile of the back half per variant; see kernel_variant.h. */
 #include "kernels/kernel_variant.h"
 
+#include <cstdlib>
+
 #include "codegen/cpu_emitter.h"
 #include "core/util/dumps.h"
+#include "core/util/errors.h"
 #include "kernels/cuda_emulator.h"
 
 namespace seastar::kernels {
@@ -11,11 +14,23 @@ std::string Variant::name() const {
   return std::string(f64 ? "f64" : "f32") + (i64 ? "_i64" : "_i32") + (emulate_cuda ? "_cudaemu" : "");
 }
 
+int64_t hub_degree_setting() {
+  const char* env = std::getenv("SEASTAR_CUDA_HUB_DEGREE");
+  if (!env || !*env) return launch::kDefaultHubDegree;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  if (*end != '\0' || v < 0)
+    SEASTAR_THROW(ValueError, "SEASTAR_CUDA_HUB_DEGREE must be a non-negative integer (0: no hub path), got '", env,
+                  "'");
+  return v;
+}
+
 codegen::EmitOptions emit_options(const std::string& program, const std::string& direction, const Variant& v) {
   codegen::EmitOptions o;
   o.float_type = v.f64 ? "double" : "float";
   o.index_type = v.i64 ? "int64_t" : "int32_t";
   o.name = program + "." + direction;
+  o.hub_degree = hub_degree_setting();
   return o;
 }
 

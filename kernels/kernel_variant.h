@@ -24,6 +24,10 @@ struct Variant {
   std::string name() const;
 };
 
+/// The CUDA traversals' hub degree: SEASTAR_CUDA_HUB_DEGREE, else launch::kDefaultHubDegree;
+/// ValueError for a value that is not a non-negative integer.
+int64_t hub_degree_setting();
+
 /// What the emitters are told: the variant's C types and `<program>.<direction>` as the name.
 codegen::EmitOptions emit_options(const std::string& program, const std::string& direction, const Variant& v);
 

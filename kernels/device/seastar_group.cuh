@@ -79,6 +79,30 @@ struct Group {
   __device__ __forceinline__ int64_t stride() const { return (int64_t)gridDim.x * (blockDim.x / GT); }
 };
 
+/// Block-wide dynamic assignment from a zeroed counter: the next item, the same in every
+/// thread of the block (every thread must call it).
+__device__ __forceinline__ int64_t block_next(unsigned long long* counter) {
+  __shared__ unsigned long long slot;
+  __syncthreads();  // every thread has read the previous round's slot
+  if (threadIdx.x == 0) slot = atomicAdd(counter, 1ull);
+  __syncthreads();
+  return (int64_t)slot;
+}
+
+/// How many centres of a degree order (decreasing degree, ptr the offsets) have at least
+/// `min_degree` edges: they are its first ones. A binary search, the same in every thread.
+template <class I>
+__device__ __forceinline__ int64_t hub_count(const I* ptr, const I* order, int64_t n, int64_t min_degree) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    const int64_t c = order[mid];
+    if ((int64_t)ptr[c + 1] - (int64_t)ptr[c] >= min_degree) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 struct Sum {
   template <class A>
   __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }

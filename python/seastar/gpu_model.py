@@ -13,7 +13,10 @@ the grid the runtime would launch (``FusedProgram.cuda_grid``) and ptxas's repor
   done), a block of ``group_threads > 32`` takes one centre. The workers (the warps, or the
   blocks) that fit on the device at once run until the counter is exhausted; list scheduling of
   those tasks in that order gives each worker's work. A centre costs its degree times the
-  kernel's passes that read anything per edge, plus one for the centre. Reported: the busiest block's
+  kernel's passes that read anything per edge, plus one for the centre. A traversal with a hub
+  path (``hub_degree``) first gives each centre of at least that degree to a whole block, whose
+  groups split its edges and combine after each pass (one more step per pass); its warps then
+  take the rest. Reported: the busiest block's
   work over the mean block's (the kernel's time over the time a perfect split would take, when
   the work is memory-bound and every block moves bytes at the same rate), the same for the
   workers, and the largest single task over the mean worker's work (a bound no dynamic
@@ -151,24 +154,23 @@ def degrees(edge_index, num_nodes: int):
             np.bincount(ei[0], minlength=num_nodes).astype(np.int64))
 
 
-def schedule(task_costs: Sequence[float], workers: int) -> np.ndarray:
+def schedule(task_costs: Sequence[float], workers: int, start: Optional[Sequence[float]] = None) -> np.ndarray:
     """Each worker's total work when ``workers`` workers take the tasks in order, each the next
-    task as soon as it is free (a global counter); ties go to the lowest worker."""
+    task as soon as it is free (a global counter); ties go to the lowest worker. ``start``: the
+    work each worker has already done when it first takes a task (default none)."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     costs = np.asarray(task_costs, dtype=np.float64)
-    work = np.zeros(workers)
-    n = len(costs)
-    first = min(n, workers)
-    work[:first] = costs[:first]  # every worker takes one task at the start
-    if n > workers:
-        heap = [(w, i) for i, w in enumerate(work)]
-        heapq.heapify(heap)
-        for c in costs[workers:].tolist():
-            w, i = heap[0]
-            heapq.heapreplace(heap, (w + c, i))
-        for w, i in heap:
-            work[i] = w
+    work = np.zeros(workers) if start is None else np.array(start, dtype=np.float64)
+    if len(work) != workers:
+        raise ValueError(f"start must have one entry per worker ({workers}), got {len(work)}")
+    heap = [(w, i) for i, w in enumerate(work)]
+    heapq.heapify(heap)
+    for c in costs.tolist():
+        w, i = heap[0]
+        heapq.heapreplace(heap, (w + c, i))
+    for w, i in heap:
+        work[i] = w
     return work
 
 
@@ -198,18 +200,33 @@ def load_imbalance(launch: dict, in_degree, out_degree, device: Device = H200,
     if traversal:
         deg = out_degree if "out-edges" in launch["what"] else in_degree
         passes = traffic_summary(launch)["edge_passes"]
-        cost = np.sort(deg)[::-1].astype(np.float64) * passes + 1.0  # the degree order, hubs first
+        ordered = np.sort(deg)[::-1].astype(np.float64)  # the degree order, hubs first
+        workers_per_block = bt // WARP if gt <= WARP else 1
+        workers = blocks * workers_per_block
+        start = np.zeros(workers)
+        hub_tasks = np.zeros(0)
+        hub = launch.get("hub_degree", 0)
+        if hub > 0 and launch["items"] == "vertices":
+            # hubs first, a block each: its groups walk equal slices (in lockstep per warp) and
+            # combine after each pass; every warp of the block is busy for the slowest slice
+            nh = int(np.searchsorted(-ordered, -hub, side="right"))
+            groups = launch["groups_per_block"]
+            hub_tasks = np.ceil(ordered[:nh] / groups) * passes + 1.0 + passes
+            per_block = schedule(hub_tasks, blocks)
+            start = np.repeat(per_block, workers_per_block)
+            ordered = ordered[nh:]
+        cost = ordered * passes + 1.0
         if launch["items"] == "chunks":  # fixed blocks of centres: chunk b holds b, b + NB, ...
             nb = max(1, min(N, launch["count"]))
             cost = np.bincount(np.arange(len(cost)) % nb, weights=cost, minlength=nb)
         per_take = WARP // gt if gt <= WARP else 1  # items a worker takes from the counter at once
         tasks = _lockstep_max(cost, per_take)
-        workers_per_block = bt // WARP if gt <= WARP else 1
-        workers = blocks * workers_per_block
-        work = schedule(tasks, workers)
+        work = schedule(tasks, workers, start)
         block_work = work.reshape(blocks, workers_per_block).sum(axis=1)
-        res.update(worker="warp" if gt <= WARP else "block", workers=workers, passes=passes,
-                   largest_task=float(tasks.max(initial=0.0)), mean_task=float(tasks.mean()) if len(tasks) else 0.0)
+        all_tasks = np.concatenate([hub_tasks, tasks])
+        res.update(worker="warp" if gt <= WARP else "block", workers=workers, passes=passes, hubs=len(hub_tasks),
+                   largest_task=float(all_tasks.max(initial=0.0)),
+                   mean_task=float(all_tasks.mean()) if len(all_tasks) else 0.0)
     else:
         items = {"vertices": N, "edges": E}.get(launch["items"], launch["count"])
         groups = blocks * launch["groups_per_block"]

@@ -14,32 +14,49 @@ struct Args {
 };
 
 // kernel 0: in-edges (CSC), destination-parallel; computes %8
-// 32 threads per item, 256 per block; widest value 64 elements (2 per lane)
-extern "C" __global__ void __launch_bounds__(256) kernel_0(const Args args) {
+// 32 threads per item, 512 per block; widest value 64 elements (2 per lane)
+extern "C" __global__ void __launch_bounds__(512, 3) kernel_0(const Args args) {
   constexpr int GT = 32;
   const sx::Group<GT> grp;
   const int lane = grp.lane;
   (void)lane;
   const int64_t N = args.N, E = args.E;
   (void)N; (void)E;
+  SX_DYNAMIC_SHARED(sx_smem_raw);
+  constexpr int GPB = 16, BT = GPB * GT;
+  (void)BT;
+  T* const sx_hub = reinterpret_cast<T*>(sx_smem_raw) + 0;
   const I* ptr = (const I*)args.G[0];
   const I* nbr = (const I*)args.G[1];
   const I* eid = (const I*)args.G[2];
   const I* order = (const I*)args.G[3];
-  // centres in degree order (hubs first), taken dynamically: a counter schedules, never sums
+  // hubs (centres of at least 512 edges, a prefix of the degree order) first, a block
+  // each: its groups walk equal slices of the edges and combine after each pass; then the
+  // rest, a group each, in degree order. Counters schedule, never sum.
+  const int64_t NH = sx::hub_count(ptr, order, N, (int64_t)512);
+  bool hub = NH > 0;
   for (;;) {
-    const int64_t base = grp.next_base(args.counters + 0);
-    if (base >= N) break;
-    const int64_t i = base + grp.offset();
-    if (i >= N) continue;
+    int64_t i;
+    if (hub) {
+      i = sx::block_next(args.counters + 1);  // the same in the whole block
+      if (i >= NH) { hub = false; continue; }
+    } else {
+      const int64_t base = NH + grp.next_base(args.counters + 0);
+      if (base >= N) break;
+      i = base + grp.offset();
+      if (i >= N) continue;
+    }
     {
       const int64_t c = order[i];
       const int64_t beg = ptr[c], end = ptr[c + 1];
+      // the edges this group walks: a hub's are split into equal slices over the block's groups
+      const int64_t jb = hub ? beg + (end - beg) * grp.index / GPB : beg;
+      const int64_t je = hub ? beg + (end - beg) * (grp.index + 1) / GPB : end;
       // pass 0
       T mx8[4], zz8[4], acc8[2];
       for (int64_t q = 0; q < 4; ++q) { mx8[q] = -INFINITY; zz8[q] = T(0); }
       _Pragma("unroll") for (int t = 0; t < 2; ++t) if (const int64_t k = lane + (int64_t)t * GT; k < 64) acc8[t] = T(0);
-      for (int64_t j = beg; j < end; ++j) {
+      for (int64_t j = jb; j < je; ++j) {
         const int64_t n = nbr[j], e = eid[j];
         (void)n;
         T v4_e[4];
@@ -72,6 +89,22 @@ extern "C" __global__ void __launch_bounds__(256) kernel_0(const Args args) {
           }
           _Pragma("unroll") for (int t = 0; t < 2; ++t) if (const int64_t k = lane + (int64_t)t * GT; k < 64) acc8[t] = acc8[t] * sc[(((k / 16) % 4) * 1)] + w[(((k / 16) % 4) * 1)] * (((T*)args.B[2]) + n * 64)[k];
         }
+      }
+      if (hub) {  // this pass's partial results of the groups that split the hub, combined
+        __syncthreads();  // the previous pass's readers of sx_hub are done
+        _Pragma("unroll") for (int x = 0; x < 2; ++x) sx_hub[(0 + x) * BT + threadIdx.x] = acc8[x];
+        _Pragma("unroll") for (int x = 0; x < 4; ++x) sx_hub[(2 + x) * BT + threadIdx.x] = mx8[x];
+        _Pragma("unroll") for (int x = 0; x < 4; ++x) sx_hub[(6 + x) * BT + threadIdx.x] = zz8[x];
+        __syncthreads();
+        for (int64_t q = 0; q < 4; ++q) {
+          T M = sx_hub[(2 + q) * BT + 0 * GT + lane];
+          for (int g = 1; g < GPB; ++g) { const T w = sx_hub[(2 + q) * BT + g * GT + lane]; if (w > M) M = w; }
+          T z = T(0);
+          for (int g = 0; g < GPB; ++g) { const T m = sx_hub[(2 + q) * BT + g * GT + lane]; z += sx_hub[(6 + q) * BT + g * GT + lane] * (m == M ? T(1) : sx::exp(m - M)); }
+          zz8[q] = z;
+          mx8[q] = M;
+        }
+        _Pragma("unroll") for (int t = 0; t < 2; ++t) if (const int64_t k = lane + (int64_t)t * GT; k < 64) { const T M = mx8[((((k / 16) % 4) * 1))]; T v = T(0); for (int g = 0; g < GPB; ++g) { const T m = sx_hub[(2 + ((((k / 16) % 4) * 1))) * BT + g * GT + lane]; v += sx_hub[(0 + t) * BT + g * GT + lane] * (m == M ? T(1) : sx::exp(m - M)); } acc8[t] = v; }
       }
       _Pragma("unroll") for (int t = 0; t < 2; ++t) if (const int64_t k = lane + (int64_t)t * GT; k < 64) acc8[t] = end > beg ? acc8[t] / zz8[(((k / 16) % 4) * 1)] : T(0);
       { auto* o = (((T*)args.B[3]) + c * 64); _Pragma("unroll") for (int t = 0; t < 2; ++t) if (const int64_t k = lane + (int64_t)t * GT; k < 64) o[k] = acc8[t]; }

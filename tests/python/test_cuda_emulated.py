@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import seastar as ss
-from models import MODELS
+from models import MODELS, check_against_torch
 
 GRAPHS = ["hub", "mixed", "no_edges", "isolated", "typed_mixed", "typed_multi_edges"]
 
@@ -25,30 +25,13 @@ def emulate(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("SEASTAR_CUDA_EMULATE", "1")
 
 
-def _check(model, graph, dtype=torch.float64, tol=1e-10, seed=0, inputs=None):
-    inputs = inputs or model.make_inputs(graph, seed=seed, dtype=dtype, ties=True)
-    inputs = {k: t.detach().requires_grad_() for k, t in inputs.items()}
-    out = model.program(graph, backend="fused", **inputs)
-    ref_inputs = {k: t.detach().to(torch.float64).requires_grad_() for k, t in inputs.items()}
-    ref = model.torch_fn(graph, **ref_inputs)
-    torch.testing.assert_close(out.to(torch.float64), ref, rtol=tol, atol=tol)
-    weight = torch.randn(ref.shape, generator=torch.Generator().manual_seed(seed + 7), dtype=torch.float64)
-    got = torch.autograd.grad((out * weight.to(dtype)).sum(), list(inputs.values()), allow_unused=True)
-    exp = torch.autograd.grad((ref * weight).sum(), list(ref_inputs.values()), allow_unused=True)
-    for k, g, e in zip(inputs, got, exp):
-        g = torch.zeros_like(inputs[k]) if g is None else g
-        e = torch.zeros_like(ref_inputs[k]) if e is None else e
-        torch.testing.assert_close(g.to(torch.float64), e, rtol=tol, atol=tol, msg=lambda m: f"d/d{k}: {m}")
-    return out
-
-
 @pytest.mark.parametrize("graph_name", GRAPHS)
 @pytest.mark.parametrize("model", list(MODELS.values()), ids=list(MODELS))
 def test_emulated_cuda_matches_plain_torch(model, graph_name, graph_factory):
     graph = graph_factory(graph_name)
     if model.typed and not graph.has_edge_types:
         pytest.skip("typed model on an untyped graph")
-    _check(model, graph)
+    check_against_torch(model, graph)
 
 
 @pytest.mark.parametrize("heads,f", [(1, 1), (8, 1), (3, 5), (8, 8), (2, 48), (1, 300)])
@@ -59,7 +42,7 @@ def test_emulated_gat_thread_mappings(heads, f, graph_factory):
     inputs = {"h": torch.randn(graph.num_nodes, heads, f, generator=g, dtype=torch.float64),
               "el": torch.randn(graph.num_nodes, heads, 1, generator=g, dtype=torch.float64),
               "er": torch.randn(graph.num_nodes, heads, 1, generator=g, dtype=torch.float64)}
-    _check(MODELS["gat"], graph, inputs=inputs)
+    check_against_torch(MODELS["gat"], graph, inputs=inputs)
 
 
 @pytest.mark.parametrize("f", [7, 64, 1024])
@@ -67,7 +50,7 @@ def test_emulated_wide_gcn_float32(f, graph_factory):
     graph = graph_factory("mixed")
     g = torch.Generator().manual_seed(f)
     inputs = {"h": torch.randn(graph.num_nodes, f, generator=g), "w": torch.randn(graph.num_edges, 1, generator=g)}
-    _check(MODELS["gcn"], graph, dtype=torch.float32, tol=1e-5, inputs=inputs)
+    check_against_torch(MODELS["gcn"], graph, dtype=torch.float32, tol=1e-5, inputs=inputs)
 
 
 def test_emulated_wide_typed_weights(graph_factory):
@@ -80,7 +63,7 @@ def test_emulated_wide_typed_weights(graph_factory):
               "norm": torch.randn(graph.num_edges, 1, generator=g, dtype=torch.float64),
               "W": torch.randn(graph.num_edge_types, F, F, generator=g, dtype=torch.float64) / F,
               "W0": torch.randn(F, F, generator=g, dtype=torch.float64) / F}
-    _check(MODELS["rgcn"], graph, inputs=inputs, tol=1e-9)
+    check_against_torch(MODELS["rgcn"], graph, inputs=inputs, tol=1e-9)
 
 
 def test_emulated_softmax_huge_logits_and_determinism(graph_factory):

@@ -127,6 +127,26 @@ def test_a_hub_makes_its_block_the_busiest_by_the_known_ratio():
     assert r["busiest_block_over_mean"] == pytest.approx(16 / ((2 * D + (N - D)) / 8))
 
 
+def test_a_hub_split_over_its_block_by_the_known_ratio():
+    """The same hub with the hub path (blocks of 16 warps): the hub's block walks ceil(D / 16)
+    edges per warp, plus one combine step, before its warps take the rest of the centres."""
+    one_sm = gpu_model.Device("one SM", sms=1)  # 2048 / 512 = 4 resident blocks: 64 warps
+    D, N = 160, 64
+    din = np.zeros(N, np.int64)
+    din[5] = D
+    launch = dict(_warp_launch(), block_threads=512, groups_per_block=16, hub_degree=100)
+    r = gpu_model.load_imbalance(launch, din, din[::-1].copy(), one_sm)
+    assert (r["blocks"], r["workers"], r["hubs"]) == (4, 64, 1)
+    hub = D / 16 + 1 + 1  # its slice, the centre, one combine
+    # 63 centres of cost 1 go to the 48 idle warps first, then to the hub block's 16 once free:
+    # the 15 left over land on idle warps, which end at 2
+    per_warp = [hub] * 16 + [2] * 15 + [1] * 33
+    assert r["largest_task_over_mean_worker"] == pytest.approx(hub / (sum(per_warp) / 64))
+    assert r["busiest_block_over_mean"] == pytest.approx(16 * hub / (sum(per_warp) / 4))
+    without = gpu_model.load_imbalance(dict(launch, hub_degree=0), din, din[::-1].copy(), one_sm)
+    assert without["hubs"] == 0 and without["busiest_worker_over_mean"] > 2 * r["busiest_worker_over_mean"]
+
+
 def test_uniform_degrees_are_balanced_and_a_real_launch_reads_its_mapping():
     N, k = 4096, 7
     din = np.full(N, k, np.int64)
