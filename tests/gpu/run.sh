@@ -24,6 +24,7 @@
 #   train    Cora (GAT and GCN) and a mini-batch run on the GPU (examples/)
 #   registers  NVRTC's register and spill report of every zoo kernel for this GPU
 #   bench    the GPU benchmark against PyG (benchmarks/bench_gpu.py; GPU_BENCH_CMD replaces it)
+#   sweep    seastar's epoch at several hub degrees (benchmarks/sweep_hub_degree.py), into bench.*
 # Writes at most 8 files to OUT_DIR (the device tool returns no more): summary.txt (every step's
 # status and every failure), build.log (environment and build), pytest_cuda.log,
 # pytest_compat.log, train.log, registers.json, bench.json, bench.md.
@@ -160,7 +161,7 @@ BENCH=$(mktemp -d /tmp/seastar-bench.XXXXXX)
 # benchmarks/bench_gpu.py spends its budget in priority order (F=64 on the 1M and 4M graphs
 # first) and lists what it skipped; GPU_BENCH_BUDGET=360 GPU_TOTAL_BUDGET=600 gives it the
 # whole grid's 6 minutes in a run of its own
-BENCH_BUDGET=$(limit "${GPU_BENCH_BUDGET:-150}" 70)
+BENCH_BUDGET=$(limit "${GPU_BENCH_BUDGET:-150}" 100)
 GPU_BENCH_CMD=${GPU_BENCH_CMD:-"$PY benchmarks/bench_gpu.py --out $BENCH --device cuda --budget $BENCH_BUDGET"}
 # shellcheck disable=SC2086  # the command is words
 timeout "$(limit $((BENCH_BUDGET + 60)) 5)" $GPU_BENCH_CMD > "$BENCH.log" 2>&1
@@ -169,6 +170,19 @@ rc=$?
 if [[ -f $BENCH/bench.md ]]; then cp "$BENCH/bench.md" "$OUT/bench.md"; else tail -60 "$BENCH.log" > "$OUT/bench.md"; fi
 note "== benchmark: rc=$rc ($(elapsed))"
 [[ $rc != 0 ]] && { status=1; tail -15 "$BENCH.log" 2>/dev/null | tee -a "$SUMMARY"; }
+
+# --- the hub degree of the CUDA traversals, swept (folded into bench.json and bench.md) ----------
+SWEEP_BUDGET=$(limit "${GPU_SWEEP_BUDGET:-100}" 5)
+if ((SWEEP_BUDGET >= 40)); then
+  timeout $((SWEEP_BUDGET + 60)) "$PY" benchmarks/sweep_hub_degree.py --out "$BENCH" --device cuda --degrees 0,512,2048 --layers gcn,gat \
+    --budget "$SWEEP_BUDGET" --merge-into "$OUT/bench.json" > "$BENCH.sweep.log" 2>&1
+  rc=$?
+  [[ -f $BENCH/hub_sweep.md ]] && { echo; cat "$BENCH/hub_sweep.md"; } >> "$OUT/bench.md"
+  note "== hub sweep: rc=$rc ($(elapsed))"
+  [[ $rc != 0 ]] && { status=1; tail -15 "$BENCH.sweep.log" 2>/dev/null | tee -a "$SUMMARY"; }
+else
+  note "== hub sweep: skipped, ${SWEEP_BUDGET} s left"
+fi
 
 note "== total $(elapsed), status $status"
 exit $status

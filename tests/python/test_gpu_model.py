@@ -250,3 +250,23 @@ def test_gpu_benchmark_smoke_on_the_cpu(tmp_path):
             assert pyg["status"] in ("unavailable", "failed"), pyg
     assert layers["gat"]["impls"]["pyg_csr"]["status"] == "unavailable"
     assert "fastest peer" in (tmp_path / "bench.md").read_text()
+
+
+def test_hub_degree_sweep_smoke_on_the_cpu(tmp_path):
+    """The sweep's plumbing (one process per setting, two rounds, the table, the merge into a
+    bench.json); on the CPU the setting changes nothing, so no timing is asserted."""
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"groups": []}))
+    _run([os.path.join(ROOT, "benchmarks", "sweep_hub_degree.py"), "--smoke", "--device", "cpu", "--degrees", "0,512",
+          "--layers", "gcn", "--budget", "120", "--out", str(tmp_path), "--merge-into", str(bench)], 300)
+    res = json.loads((tmp_path / "hub_sweep.json").read_text())
+    assert res["degrees"] == [0, 512] and len(res["rounds"]) == 2
+    row = res["table"]["gcn"]
+    assert row["best_degree"] in (0, 512) and row[str(row["best_degree"])]["over_best"] == 1.0
+    assert all(row[d]["epoch_ms"] > 0 for d in ("0", "512"))
+    assert json.loads(bench.read_text())["hub_sweep"]["table"] == res["table"]
+    assert "| gcn |" in (tmp_path / "hub_sweep.md").read_text()
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "sweep_hub_degree.py"), "--out", "x",
+                        "--degrees", "a,b"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode != 0 and "--degrees must be integers" in r.stderr
+
