@@ -302,3 +302,21 @@ def test_global_source_block_on_cuda(kind):
     ref.square().sum().backward()
     for (n, p), (_, q) in zip(conv.named_parameters(), gpu.named_parameters()):
         torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-9, atol=1e-9, msg=lambda m: f"{n}: {m}")
+
+
+@pytest.mark.parametrize("model", list(MODELS.values()), ids=list(MODELS))
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+def test_hub_path_on_the_device(model, dtype, monkeypatch):
+    """Every zoo program with SEASTAR_CUDA_HUB_DEGREE=16 on the power-law graph: most centres
+    are hubs, split over blocks that run concurrently (the emulator runs one block at a time)."""
+    monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "16")
+    graph = _power_law(n=1500, hub_in=1200)
+    if model.typed:
+        gen = torch.Generator().manual_seed(1)
+        ei = graph.edge_index
+        graph = ss.Graph.from_edge_index(ei, num_nodes=graph.num_nodes, num_edge_types=3, num_node_types=2,
+                                         edge_type=torch.randint(0, 3, (ei.shape[1],), generator=gen),
+                                         node_type=torch.randint(0, 2, (graph.num_nodes,), generator=gen))
+    fresh = ss.vertex_program(name=f"hub16_{model.name}")(model.program.fn)
+    tol = 1e-10 if dtype == torch.float64 else 1e-5
+    _compare(model._replace(program=fresh), graph, dtype, rtol=tol, atol=tol)
