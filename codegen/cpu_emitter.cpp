@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "codegen/emitter_base.h"
+#include "core/util/errors.h"
 
 namespace seastar::codegen {
 using namespace ir;
@@ -157,6 +158,10 @@ class CpuEmitter : public EmitterBase {
 
 }  // namespace
 
-std::string emit_cpu(const FusedPlan& plan, const EmitOptions& options) { return CpuEmitter(plan, options).run(); }
+std::string emit_cpu(const FusedPlan& plan, const EmitOptions& options) {
+  if (!options.storage_type.empty())  // the runtime refuses 16-bit tensors on the CPU before this
+    SEASTAR_THROW(NotImplementedError, "the C++ emitter has no 16-bit storage (", options.storage_type, ")");
+  return CpuEmitter(plan, options).run();
+}
 
 }  // namespace seastar::codegen

@@ -50,7 +50,7 @@ void EmitterBase::emit_row_reduction(int a, std::ostringstream& update, std::ost
   }
   Operand px = val(av.inputs[0], row);
   note_width(x);
-  os << ind << "{ T* p = " << slot_ptr << "; const T* y = " << px.expr << "; "
+  os << ind << "{ T* p = " << slot_ptr << "; const auto y = " << px.expr << "; "
      << loop(px.layout, numel(x.shape)) << "p[k] += y[" << slot(px.layout) << "]; }\n";
 }
 

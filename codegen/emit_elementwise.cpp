@@ -21,7 +21,8 @@ Operand EmitterBase::emit_elementwise(const Site& s) {
   const Shape& sb = info.kind == OpKind::Binary ? m_.at(v.inputs[1]).shape : v.shape;
   const bool whole = lay == Layout::Whole && pa.layout == Layout::Whole &&
                      (info.kind != OpKind::Binary || pb.layout == Layout::Whole);
-  if (whole && v.shape.size() >= 2 && v.shape.back() > 1 && (sa != v.shape || sb != v.shape)) {
+  if (whole && v.shape.size() >= 2 && v.shape.back() > 1 && (sa != v.shape || sb != v.shape) &&
+      !(v.op == Op::eq && !o_.storage_type.empty())) {
     // a broadcast over the last axis: rows by columns, so the inner loop reads each operand
     // contiguously or as one loop-invariant value (a flat index with / and % would gather)
     const int64_t I = v.shape.back(), O = S / I;
@@ -36,10 +37,14 @@ Operand EmitterBase::emit_elementwise(const Site& s) {
     return Operand{name, lay};
   }
   simd_pragma(os, lay, ind + "  ");
+  // with 16-bit storage an equality (a max/min gradient's ties) compares at the stored precision:
+  // the extreme was stored rounded, the messages are recomputed in float
+  const bool round = v.op == Op::eq && !o_.storage_type.empty();
+  auto operand = [&](const std::string& e) { return round ? "sx::round_to<S>(" + e + ")" : e; };
   os << ind << "  " << loop(lay, S) << "{\n"
-     << ind << "    const auto a = " << at(pa, sa, v.shape) << ";\n";
+     << ind << "    const auto a = " << operand(at(pa, sa, v.shape)) << ";\n";
   if (info.kind == OpKind::Binary)
-    os << ind << "    const auto b = " << at(pb, sb, v.shape) << ";\n";
+    os << ind << "    const auto b = " << operand(at(pb, sb, v.shape)) << ";\n";
   os << ind << "    " << name << "[" << slot(lay) << "] = " << scalar_expr(info.c_expr) << ";\n"
      << ind << "  }\n" << ind << "}\n";
   return Operand{name, lay};

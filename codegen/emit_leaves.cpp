@@ -39,7 +39,7 @@ Operand EmitterBase::emit_type_index(const Site& s) {
   const auto& [v, row, name, S, lay, os] = s;  // the value being emitted (EmitterBase::Site)
   const std::string ind = kIndent;
   std::string table = val(v.inputs[0], "").expr, t = val(v.inputs[1], row).expr;
-  os << ind << "const T* " << name << " = " << table << " + " << t << "[0] * " << S << ";\n";
+  os << ind << "const auto " << name << " = " << table << " + " << t << "[0] * " << S << ";\n";
   return Operand{name, Layout::Whole};
 }
 

@@ -50,7 +50,7 @@ Operand EmitterBase::emit_matvec(const Site& s) {
        << ind << "  for (int64_t j = 0; j < " << Nn << "; ++j) y[j] = T(0);\n"
        << ind << "  for (int64_t i = 0; i < " << K << "; ++i) {\n"
        << ind << "    const T xi = " << px.expr << "[l * " << K << " + i];\n"
-       << ind << "    const T* wr = " << pw.expr << " + i * " << Nn << ";\n";
+       << ind << "    const auto wr = " << pw.expr << " + i * " << Nn << ";\n";
     simd_pragma(os, Layout::Whole, ind + "    ");
     os << ind << "    for (int64_t j = 0; j < " << Nn << "; ++j) y[j] += xi * wr[j];\n"
        << ind << "  }\n";

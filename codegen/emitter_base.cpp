@@ -122,9 +122,15 @@ std::string EmitterBase::at(const Operand& o, const Shape& shape, const Shape& o
 
 std::string EmitterBase::buffer_ptr(int b, const std::string& row) const {
   const Buffer& buf = p_.buffers[b];
-  std::string base = std::string("((") + (buf.is_int ? "int64_t" : "T") + "*)" + buffer_array(b) + ")";
+  const char* type = buf.is_int ? "int64_t" : o_.storage_type.empty() ? "T" : "S";
+  std::string base = std::string("((") + type + "*)" + buffer_array(b) + ")";
   if (buf.rows == Space::Param) return base;
   return "(" + base + " + " + row + " * " + std::to_string(buf.numel) + ")";
+}
+
+std::string EmitterBase::buffer_read_ptr(int b, const std::string& row) const {
+  if (p_.buffers[b].is_int || o_.storage_type.empty()) return buffer_ptr(b, row);
+  return "sx::cvt_ptr<S, T>(" + buffer_ptr(b, row) + ")";
 }
 
 std::string EmitterBase::endpoint_row(Group endpoint) const {
@@ -212,9 +218,9 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
     const Buffer& buf = p_.buffers[rb->second];
     const bool through_eid = kind_ == Kernel::Kind::Traverse && row == "e";
     reads_edge_id_ = reads_edge_id_ || through_eid;
-    note_traffic(per_of(row), buffer_label(rb->second), rb->second, buf.numel * (buf.is_int ? 8 : float_bytes()), false,
-                 row == "n" || row == "s" || row == "d" || through_eid);
-    return memo_[key] = Operand{buffer_ptr(rb->second, row), Layout::Whole};
+    note_traffic(per_of(row), buffer_label(rb->second), rb->second, buf.numel * (buf.is_int ? 8 : storage_bytes()),
+                 false, row == "n" || row == "s" || row == "d" || through_eid);
+    return memo_[key] = Operand{buffer_read_ptr(rb->second, row), Layout::Whole};
   }
 
   const Site site{v, row, "v" + std::to_string(id) + (row.empty() ? "" : "_" + row), numel(v.shape), layout_of(v),
@@ -274,7 +280,7 @@ void EmitterBase::store(std::ostringstream& os, int value, const Operand& src, c
   note_width(m_.at(value));
   for (int b : write_[value]) {
     os << "      " << store_stmt(buffer_ptr(b, row), src, S) << "\n";
-    note_traffic(per_of(row), buffer_label(b), b, S * (p_.buffers[b].is_int ? 8 : float_bytes()), true, false);
+    note_traffic(per_of(row), buffer_label(b), b, S * (p_.buffers[b].is_int ? 8 : storage_bytes()), true, false);
   }
 }
 

@@ -67,8 +67,11 @@ class EmitterBase {
   Traversal traversal(const Kernel& k);
   /// "// kernel 3: in-edges (CSC), destination-parallel; computes %4 %7\n"
   std::string kernel_comment(int index, const Kernel& k) const;
-  /// A pointer to row `row` of buffer `b` ("" for a parameter buffer).
+  /// A pointer to row `row` of buffer `b` ("" for a parameter buffer), for stores.
   std::string buffer_ptr(int b, const std::string& row) const;
+  /// The same row for reads: its [] gives the kernel's float type T (a float buffer of 16-bit
+  /// storage reads through sx::cvt_ptr; otherwise buffer_ptr).
+  std::string buffer_read_ptr(int b, const std::string& row) const;
   /// Element `k` of `o` (a value of shape `shape`) broadcast to a result of shape `out`; a Split
   /// operand is read at the current slot t (it has as many elements as the result).
   std::string at(const Operand& o, const ir::Shape& shape, const ir::Shape& out) const;
@@ -139,6 +142,8 @@ class EmitterBase {
   /// Index bytes (sizeof(I)) and float bytes (sizeof(T)) of this emission.
   int64_t index_bytes() const { return o_.index_type == "int64_t" ? 8 : 4; }
   int64_t float_bytes() const { return o_.float_type == "double" ? 8 : 4; }
+  /// Bytes of a float buffer's element in memory: 2 for 16-bit storage, else float_bytes().
+  int64_t storage_bytes() const { return o_.storage_type.empty() ? float_bytes() : 2; }
   std::vector<TrafficTerm> traffic_;
   /// An accumulator of the pass being emitted, as its edge loop leaves it: `acc` (extent
   /// elements, in `layout`; S elements in all) and, for the online softmax, its per-score

@@ -71,6 +71,9 @@ constexpr int kHubBlockThreads = 512;
 struct EmitOptions {
   std::string float_type = "float";     ///< "float" or "double"
   std::string index_type = "int32_t";   ///< "int32_t" or "int64_t"
+  /// CUDA: the type float buffers hold when it is not float_type ("sx::half_t", "sx::bfloat16_t":
+  /// 16-bit storage, read into and stored from float_type); "" = float_type.
+  std::string storage_type;
   std::string name = "program";
   int64_t hub_degree = kDefaultHubDegree;  ///< CUDA: the hub path's least degree; 0 = none
 };

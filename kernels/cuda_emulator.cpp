@@ -41,6 +41,7 @@ std::string emulated_cuda_source(const codegen::CudaProgram& program) {
   out << "// Host emulation of generated CUDA (kernels/cuda_emulator.h). Do not edit.\n"
       << body_of(embedded("seastar_cuda_emulator.h"))
       << body_of(embedded("seastar_types.cuh")) << body_of(embedded("seastar_math.cuh"))
+      << body_of(embedded("seastar_half.cuh"))
       << body_of(embedded("seastar_group.cuh"));
   out << body_of(program.source.c_str());
   out << launch::entry_definition()

@@ -45,6 +45,9 @@ namespace {
 kernels::Variant variant_of(torch::ScalarType dtype, torch::ScalarType index_dtype, bool emulate_cuda = false) {
   kernels::Variant v;
   v.f64 = dtype == torch::kDouble;
+  v.half = dtype == torch::kHalf       ? kernels::Variant::Half::f16
+           : dtype == torch::kBFloat16 ? kernels::Variant::Half::bf16
+                                       : kernels::Variant::Half::none;
   v.i64 = index_dtype != torch::kInt;
   v.emulate_cuda = emulate_cuda;
   return v;
@@ -60,10 +63,19 @@ std::pair<torch::ScalarType, torch::Device> call_types(const std::string& prog,
   bool first = true;
   for (const auto& [name, t] : inputs) {
     if (!t.defined()) SEASTAR_THROW(ValueError, prog, ": '", name, "' is an undefined tensor");
-    if (t.scalar_type() != torch::kFloat && t.scalar_type() != torch::kDouble)
-      SEASTAR_THROW(TypeError, prog, ": '", name, "' must be float32 or float64, got ", t.scalar_type());
+    const bool half = t.scalar_type() == torch::kHalf || t.scalar_type() == torch::kBFloat16;
+    if (t.scalar_type() != torch::kFloat && t.scalar_type() != torch::kDouble && !half)
+      SEASTAR_THROW(TypeError, prog, ": '", name, "' must be float32, float64, float16 or bfloat16, got ",
+                    t.scalar_type());
+    // 16-bit tensors are storage for the CUDA kernels, which compute in float32; the C++ kernels
+    // have no such path (the emulator of the CUDA ones does, for tests)
+    if (half && !t.is_cuda() && !kernels::cuda_emulation_requested())
+      SEASTAR_THROW(TypeError, prog, ": '", name, "' is ", t.scalar_type(),
+                    " on the CPU; 16-bit inputs run on CUDA devices (float32 accumulation). "
+                    "On the CPU, pass float32 (x.float())");
     if (!first && t.scalar_type() != dtype)
-      SEASTAR_THROW(TypeError, prog, ": inputs mix float32 and float64 ('", name, "' is ", t.scalar_type(), ")");
+      SEASTAR_THROW(TypeError, prog, ": inputs mix float types ('", name, "' is ", t.scalar_type(), ", another input ",
+                    dtype, ")");
     if (!first && t.device() != device)
       SEASTAR_THROW(ValueError, prog, ": inputs are on different devices ('", name, "' is on ", t.device(),
                     ", another input on ", device, ")");

@@ -11,7 +11,8 @@
 namespace seastar::kernels {
 
 std::string Variant::name() const {
-  return std::string(f64 ? "f64" : "f32") + (i64 ? "_i64" : "_i32") + (emulate_cuda ? "_cudaemu" : "");
+  const char* f = f64 ? "f64" : half == Half::f16 ? "f16" : half == Half::bf16 ? "bf16" : "f32";
+  return std::string(f) + (i64 ? "_i64" : "_i32") + (emulate_cuda ? "_cudaemu" : "");
 }
 
 int64_t hub_degree_setting() {
@@ -28,6 +29,7 @@ int64_t hub_degree_setting() {
 codegen::EmitOptions emit_options(const std::string& program, const std::string& direction, const Variant& v) {
   codegen::EmitOptions o;
   o.float_type = v.f64 ? "double" : "float";
+  if (v.half != Variant::Half::none) o.storage_type = v.half == Variant::Half::f16 ? "sx::half_t" : "sx::bfloat16_t";
   o.index_type = v.i64 ? "int64_t" : "int32_t";
   o.name = program + "." + direction;
   o.hub_degree = hub_degree_setting();

@@ -18,6 +18,8 @@ namespace seastar::kernels {
 
 struct Variant {
   bool f64 = false;           ///< double, else float
+  /// float buffers in 16-bit storage, computed in float (CUDA only): none, float16, bfloat16
+  enum class Half { none, f16, bf16 } half = Half::none;
   bool i64 = false;           ///< int64_t graph indices, else int32_t
   bool emulate_cuda = false;  ///< host kernels: the CUDA ones through the emulator (tests without a GPU)
   /// "f32_i32", "f64_i64", ... (+ "_cudaemu"): the dumps' and compiled objects' suffix.

@@ -7,6 +7,7 @@
 #include "core/passes/passes.h"
 #include "core/util/errors.h"
 #include "kernels/autograd.h"
+#include "kernels/cuda_emulator.h"
 #include "kernels/fused_program.h"
 
 namespace seastar {
@@ -137,16 +138,25 @@ void Signature::check(const std::string& prog, const Graph& graph, const TensorI
 }
 
 std::string Signature::unsupported(const TensorInfos& infos) const {
-  std::set<std::string> other_devices, other_dtypes;
+  std::set<std::string> other_devices, other_dtypes, cpu_half;
   bool cuda = false;
   for (const auto& [name, t] : infos) {
     if (t.device.is_cuda()) cuda = true;
     else if (!t.device.is_cpu()) other_devices.insert(c10::DeviceTypeName(t.device.type(), /*lower_case=*/true));
-    if (c10::isFloatingType(t.dtype) && t.dtype != c10::ScalarType::Float && t.dtype != c10::ScalarType::Double)
+    const bool half = t.dtype == c10::ScalarType::Half || t.dtype == c10::ScalarType::BFloat16;
+    // 16-bit tensors are storage of the CUDA kernels (float32 accumulation), or of their emulator
+    if (half && !t.device.is_cuda() && !kernels::cuda_emulation_requested()) cpu_half.insert(dtype_name(t.dtype));
+    else if (c10::isFloatingType(t.dtype) && t.dtype != c10::ScalarType::Float && t.dtype != c10::ScalarType::Double &&
+             !half)
       other_dtypes.insert(dtype_name(t.dtype));
   }
   if (!other_devices.empty()) return other_device_refusal(list_text(other_devices));
-  if (!other_dtypes.empty()) return "the fused kernels compute in float32 and float64, not " + list_text(other_dtypes);
+  if (!other_dtypes.empty())
+    return "the fused kernels compute in float32 and float64 (and read float16/bfloat16 on CUDA devices), not " +
+           list_text(other_dtypes);
+  if (!cpu_half.empty())
+    return "the fused C++ kernels compute in float32 and float64; " + list_text(cpu_half) +
+           " inputs run in the CUDA kernels (float32 accumulation), so on the CPU pass float32";
 #ifndef SEASTAR_WITH_CUDA
   if (cuda) return no_cuda_build_refusal("a CUDA device");
 #else

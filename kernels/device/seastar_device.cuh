@@ -7,4 +7,5 @@
 
 #include "seastar_types.cuh"
 #include "seastar_math.cuh"
+#include "seastar_half.cuh"
 #include "seastar_group.cuh"
