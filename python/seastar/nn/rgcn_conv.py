@@ -236,10 +236,11 @@ class RGCNConv(nn.Module):
             raise NotImplementedError(COMPILED_PER_RUN)
         if self.mode != "auto":
             return self.mode
-        costs = self.mode_costs(graph, x_grad)
         if torch.compiler.is_compiling():
-            del costs["per_run"]  # its hand-written autograd over run chunks is not traceable
-        return cheapest(costs)
+            # compiled code serves graphs of every size, so it cannot choose by their sizes: the
+            # typed programs, which need no per-graph structure beyond the graph's own
+            return "per_basis" if self.num_bases is not None else "per_edge"
+        return cheapest(self.mode_costs(graph, x_grad))
 
     def _num_runs(self, graph: Graph) -> int:
         return per_graph(self._graph_cache, ("num_runs", graph_uid(graph)), graph, _num_runs, self.num_relations)
