@@ -127,3 +127,36 @@ def graph_of_edge_index(edge_index: torch.Tensor, num_src, num_dst, flow: str) -
     edges = torch.empty((edge_index.shape[1], 0), dtype=torch.uint8)
     kind = GraphKind(not same, False, 0, False, 0)
     return Graph._view(GraphTensors(handle, src, dst, edges), kind)
+
+
+@torch.library.custom_op("seastar::typed_graph_of_edge_index", mutates_args=())
+def typed_graph_of_edge_index_op(edge_index: torch.Tensor, edge_type: torch.Tensor, src_rows: torch.Tensor,
+                                 dst_rows: torch.Tensor, num_relations: int, layer: str) -> torch.Tensor:
+    from .nn._structure import typed_square
+    # checked and built once per pair of tensors, as an eager call does
+    g = typed_square(edge_index, edge_type, src_rows.shape[0], dst_rows.shape[0], num_relations, layer)
+    return g._in.handle.clone()
+
+
+@typed_graph_of_edge_index_op.register_fake
+def _typed_graph_of_edge_index_fake(edge_index, edge_type, src_rows, dst_rows, num_relations, layer):
+    return edge_index.new_empty(1, dtype=torch.int64)
+
+
+def typed_graph_of_edge_index(edge_index: torch.Tensor, edge_type: torch.Tensor, num_src, num_dst,
+                              num_relations: int, layer: str) -> Graph:
+    """PyG's ``(edge_index, edge_type)`` of a relational layer inside compiled code: the typed
+    square graph of ``max(num_src, num_dst)`` vertices (``nn._structure.typed_square``), built and
+    checked by an op at run time, once per pair of tensors."""
+    src = torch.empty((num_src, 0), dtype=torch.uint8)
+    dst = src if _same(num_src, num_dst) else torch.empty((num_dst, 0), dtype=torch.uint8)
+    handle = typed_graph_of_edge_index_op(edge_index, edge_type, src, dst, num_relations, layer)
+    n = num_src if _same(num_src, num_dst) else max(num_src, num_dst)
+    rows_ = src if n is num_src else torch.empty((n, 0), dtype=torch.uint8)
+    edges = torch.empty((edge_index.shape[1], 0), dtype=torch.uint8)
+    return Graph._view(GraphTensors(handle, rows_, rows_, edges), GraphKind(False, False, 0, True, num_relations))
+
+
+def _same(a, b) -> bool:
+    from .torch_ops import _equal
+    return _equal(a, b)

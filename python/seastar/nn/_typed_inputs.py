@@ -89,5 +89,9 @@ def typed_call(layer: str, x, edge_index, edge_type: Optional[torch.Tensor], num
                         f"seastar.Graph; got {type(edge_index).__name__}")
     if edge_type is None:
         raise ValueError(f"{layer}: edge_type [E] (each edge's relation) is required with an edge_index")
+    if torch.compiler.is_compiling():  # built and checked by an op at run time: no graph break on the ids
+        from ..derived_graphs import typed_graph_of_edge_index
+        graph = typed_graph_of_edge_index(edge_index, edge_type, ns, nd, num_relations, layer)
+        return TypedCall(graph, x_src, x_dst, ns, nd, dtype)
     graph = typed_square(edge_index, edge_type, ns, nd, num_relations, layer)
     return TypedCall(graph, x_src, x_dst, ns, nd, dtype)

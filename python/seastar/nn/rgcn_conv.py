@@ -65,6 +65,12 @@ COMPILED_PER_RUN = ("RGCNConv: mode='per_run' does not run inside torch.compile 
                     "'per_pair', 'per_edge' or 'per_basis'")
 
 
+COMPILED_PER_PAIR = ("RGCNConv: mode='per_pair' reads the distinct (source, relation) pairs off a graph held "
+                     "outside the compiled code; inside torch.compile / torch.export with an edge_index, a "
+                     "sampled block or a graph argument of torch.export use mode='auto' (the typed programs), "
+                     "'per_edge' or 'per_basis', or export with the graph bound (seastar.nn.WithGraph(model, graph))")
+
+
 # ---- the layer -------------------------------------------------------------------------------------
 
 class RGCNConv(nn.Module):
@@ -234,6 +240,8 @@ class RGCNConv(nn.Module):
             return "per_pair"
         if torch.compiler.is_compiling() and self.mode == "per_run":
             raise NotImplementedError(COMPILED_PER_RUN)
+        if torch.compiler.is_compiling() and self.mode == "per_pair" and graph._const is None:
+            raise NotImplementedError(COMPILED_PER_PAIR)
         if self.mode != "auto":
             return self.mode
         if torch.compiler.is_compiling():
