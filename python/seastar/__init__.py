@@ -40,6 +40,7 @@ from .ops import *  # noqa: F401,F403 - sum, mean, max, min, softmax, dot and ev
 from .program import VertexProgram, vertex_program
 from .reorder import Reordered, reorder_graph
 from . import torch_ops  # registers the ops and opaque types torch.compile and export need
+from . import derived_graphs  # the op that derives graphs inside compiled code
 from . import datasets, distributed, loader, nn, progress, reference
 
 _logging.getLogger("seastar").addHandler(_logging.NullHandler())

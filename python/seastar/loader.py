@@ -117,6 +117,24 @@ class MiniBatch:
                          self.src_nodes, self.graph)
 
 
+def sizes_vary(batch: "MiniBatch") -> "MiniBatch":
+    """Tells torch.compile that a batch's sizes vary from batch to batch (``maybe_mark_dynamic``
+    on its blocks' sizes and the rows of ``x`` and ``y``), so that its first compile is already
+    the one with symbolic sizes: without it, ``dynamic=None`` makes symbolic only the sizes it has
+    seen change, and a size that first changes at a later batch compiles once more."""
+    mark = torch._dynamo.maybe_mark_dynamic
+    for block in batch.blocks if batch.blocks else [batch.graph]:
+        if block is None:
+            continue
+        t = block._in
+        for r in {id(x): x for x in (t.src_rows, t.dst_rows, t.edge_rows)}.values():
+            mark(r, 0)
+    for t in (batch.x, batch.y):
+        if isinstance(t, torch.Tensor) and t.dim() > 0:
+            mark(t, 0)
+    return batch
+
+
 def sample_blocks(graph: Graph, seeds: torch.Tensor, num_neighbors: Sequence, seed: int = 0,
                   replace: bool = False, weights: Optional[torch.Tensor] = None,
                   expand_once: bool = False) -> MiniBatch:
@@ -289,6 +307,10 @@ class NeighborLoader:
         return self._transfer.finish(self._prepare(self._sample(epoch, index, seeds)))
 
     def __iter__(self):
+        for b in self._epoch():
+            yield sizes_vary(b)
+
+    def _epoch(self):
         epoch = self.epoch
         self.epoch += 1
         batches = self._batches(epoch)

@@ -1,24 +1,26 @@
 """Seastar as ``torch.library`` ops, so that ``torch.compile`` and ``torch.export`` see the kernels.
 
-Three ops, each with a fake (meta) implementation:
-
-* ``seastar::vertex_program(signature, graph, tensors) -> Tensor[]``: one traced signature of a
-  vertex program run forward (fused kernels, or the reference executor where the fused backend
-  cannot run it); its autograd is registered and runs
-* ``seastar::vertex_program_backward(signature, graph, tensors, grad_outputs) -> Tensor[]``:
+* ``seastar::vertex_program(signature, graph, kind, tensors) -> Tensor[]``: one traced signature
+  of a vertex program run forward (fused kernels, or the reference executor where the fused
+  backend cannot run it) on the graph given as its tensors (``seastar.graph_inputs``: a handle
+  and tensors whose shapes are the sizes, so the outputs' shapes are symbolic); its autograd is
+  registered and runs
+* ``seastar::vertex_program_backward(signature, graph, kind, tensors, grad_outputs) -> Tensor[]``:
   the backward kernels, the gradients of the signature's ``wrt`` inputs;
-* ``seastar::graph_tensor(ref) -> Tensor``: a tensor derived from a graph alone (its edge list,
-  a self-loop graph's edge ids, a normalisation), computed once outside the compiled code.
+* ``seastar::graph_tensor_of(name, graph, kind) -> Tensor``: the edge list, types or degrees of
+  a graph given as its tensors;
+* ``seastar::graph_tensor(ref) -> Tensor``: a tensor derived from one graph, computed once
+  outside the compiled code (compiled code that reads one is specialised to that graph).
 
-A ``seastar.Graph`` is a "value" opaque type: compiled code is specialised to the graphs it saw
-(guarded by ``Graph.__eq__``, i.e. its uid), so passing the same graph again never recompiles.
-Eager calls keep using the C++ autograd function (``_C.fused_apply``); the ops are what compiled
-and exported code records. Both name the kernels ``seastar::<program>.forward`` / ``.backward``
-in the profiler.
+A signature is traced for the graph's kind (bipartite, types) and the tensors' feature shapes,
+never its sizes, so compiled code does not depend on the graph's sizes: one compile (torch's
+first static one, then one dynamic one) serves every batch of a loader. The derived values that
+no op computes yet (``derived``) are read from the graph as a constant: a "value" opaque type
+(``graph_inputs.GraphConstant``) guarded by the graph's uid. Eager calls keep using the C++
+autograd function (``_C.fused_apply``); the ops are what compiled and exported code records.
+Both name the kernels ``seastar::<program>.forward`` / ``.backward`` in the profiler.
 """
 from __future__ import annotations
-
-import contextlib
 
 import itertools
 import threading
@@ -27,7 +29,9 @@ from typing import Any, Dict, List, NamedTuple, Tuple
 
 import torch
 
+from . import graph_inputs
 from .graph import Graph
+from .graph_inputs import GraphConstant, GraphKind, GraphTensors, kind_ints, static_int
 
 _lock = threading.Lock()
 
@@ -44,10 +48,14 @@ def graph_by_uid(uid: int) -> Graph:
                            f"(an exported program runs in the process that exported it, with its graph)") from None
 
 
+def graph_constant_by_uid(uid: int) -> GraphConstant:
+    return graph_by_uid(uid)._const
+
+
 def graph_fx_repr(graph: Graph):
     with _lock:
         _GRAPHS[graph.uid] = graph
-    return f"graph_by_uid({graph.uid})", {"graph_by_uid": graph_by_uid}
+    return f"graph_constant_by_uid({graph.uid})", {"graph_constant_by_uid": graph_constant_by_uid}
 
 
 _ref_ids = itertools.count()
@@ -85,10 +93,21 @@ def tensor_ref_by_id(i: int) -> TensorRef:
     return _REFS[i]
 
 
+class GraphRefs(NamedTuple):
+    """A graph inside a derived value, as compiled code holds it: its tensors' refs and kind."""
+
+    tensors: GraphTensors
+    kind: GraphKind
+    const: GraphConstant  # what derived() reads of the graph
+
+
 def to_refs(value: Any) -> Any:
-    """``value`` with every tensor (in tuples, named tuples, lists and dicts) replaced by a TensorRef."""
+    """``value`` with every tensor (in tuples, named tuples, lists and dicts) replaced by a
+    TensorRef, and every graph by its GraphRefs."""
     if isinstance(value, torch.Tensor):
         return TensorRef(value.detach())
+    if isinstance(value, Graph):
+        return GraphRefs(to_refs(value._in), value._kind, value._const)
     if isinstance(value, tuple) and hasattr(value, "_fields"):
         return type(value)(*(to_refs(v) for v in value))
     if isinstance(value, (tuple, list)):
@@ -102,6 +121,13 @@ def _from_refs(value: Any) -> Any:
     """The inverse of to_refs inside compiled code: each TensorRef becomes a graph_tensor op."""
     if isinstance(value, TensorRef):
         return graph_tensor(value)
+    if isinstance(value, GraphRefs):
+        t = value.tensors
+        src = _from_refs(t.src_rows)
+        dst = src if t.dst_rows is t.src_rows else _from_refs(t.dst_rows)
+        view = Graph._view(GraphTensors(_from_refs(t.handle), src, dst, _from_refs(t.edge_rows)), value.kind)
+        view._const = value.const  # a graph of one graph: compiled code is specialised to both
+        return view
     if isinstance(value, tuple) and hasattr(value, "_fields"):
         return type(value)(*[_from_refs(v) for v in value])
     if isinstance(value, tuple):
@@ -117,26 +143,45 @@ def _from_refs(value: Any) -> Any:
 def _register() -> None:
     if register_opaque_type is None:
         return
-    # methods run on the real graph at trace time (their results are constants); the properties
-    # are inlined, reading through those methods
-    members = {m: MemberType.USE_REAL for m in ("_sizes", "_uid", "index_dtype", "_derive_traced",
-                                                 "_program_signature", "_is_sources_global")}
-    for m in Graph._SIZES + ("num_nodes", "uid", "edge_index", "node_type", "edge_type", "in_degrees",
-                             "out_degrees", "sources_global"):
-        members[m] = MemberType.INLINED
-    register_opaque_type(Graph, typ="value", members=members)
+    # run on the real graph at trace time: its result is a constant of the compiled code
+    register_opaque_type(GraphConstant, typ="value", members={"_derive_traced": MemberType.USE_REAL})
     register_opaque_type(TensorRef, typ="value")
 
 
 _register()  # before the ops: their schemas name the opaque types
 
+COMPILED_VIEW = ("is derived from a graph that compiled code takes as an argument of torch.export, or made "
+                 "inside compiled code; this layer option needs the real graph there: export it with the "
+                 "graph bound (torch.export.export(seastar.nn.WithGraph(model, graph), (x, ...)))")
+
+
+def _constants(value: Any) -> Any:
+    """``derived``'s arguments as constants of the compiled code: a graph as its GraphConstant
+    (``GraphConstant._derive_traced`` hands ``fn`` the graph), a symbolic size (a graph seen with
+    other sizes before) as its value: the value is the graph's alone, and the compiled code is
+    specialised to the graph anyway."""
+    if isinstance(value, Graph):
+        if value._const is None:
+            raise NotImplementedError(f"the graph {COMPILED_VIEW}")
+        return value._const
+    if isinstance(value, torch.SymInt):
+        return int(value)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(_constants(v) for v in value))
+    if isinstance(value, tuple):
+        return tuple(_constants(v) for v in value)
+    return value
+
 
 def derived(graph: Graph, fn, *args) -> Any:
     """``graph.derive(fn, *args)``, also inside torch.compile / torch.export: there ``fn`` runs at
     trace time on the real graph and its tensors become ``graph_tensor`` ops (constants of the
-    compiled code, read again on each run). ``args`` must be constants (ints, strings, dtypes, ...)."""
+    compiled code, read again on each run; compiled code is then specialised to the graph).
+    ``args`` must be constants (ints, strings, dtypes, ...)."""
     if torch.compiler.is_compiling():
-        return _from_refs(graph._derive_traced(fn, *args))
+        if graph._const is None:
+            raise NotImplementedError(f"{getattr(fn, '__name__', fn)}: the graph {COMPILED_VIEW}")
+        return _from_refs(graph._const._derive_traced(fn, *_constants(args)))
     return graph.derive(fn, *args)
 
 
@@ -152,6 +197,39 @@ def _graph_tensor_fake(ref):
     return torch.empty(tuple(t.shape), dtype=t.dtype, device=t.device)
 
 
+# -- a graph's own tensors, for a graph given as its tensors ----------------------------------------
+_OWN = ("edge_index", "node_type", "edge_type", "in_degrees", "out_degrees")
+
+
+def graph_tensor_of(graph: Graph, name: str):
+    """``graph.edge_index`` (node_type, edge_type, in_degrees, out_degrees) inside compiled code:
+    the graph's own tensor when its form carries it, else the op (None for types it lacks)."""
+    if name not in _OWN:
+        raise ValueError(f"unknown graph tensor {name!r}")
+    if (name == "node_type" and not graph.has_node_types) or (name == "edge_type" and not graph.has_edge_types):
+        return None
+    own = getattr(graph._in, name, None)
+    if own is not None:
+        return own
+    return graph_tensor_of_op(name, graph._in.op_args(), kind_ints(graph))
+
+
+@torch.library.custom_op("seastar::graph_tensor_of", mutates_args=())
+def graph_tensor_of_op(name: str, graph: List[torch.Tensor], kind: List[int]) -> torch.Tensor:
+    from .graph import _own_tensor
+    t = _own_tensor(graph_inputs.resolve(graph, kind), name)
+    return t.to(torch.int64, copy=True)  # a copy: compiled code owns its outputs
+
+
+@graph_tensor_of_op.register_fake
+def _graph_tensor_of_fake(name, graph, kind):
+    _, src, dst, edges = graph[:4]
+    ne = edges.shape[0]
+    shape = {"edge_index": (2, ne), "node_type": (src.shape[0],), "edge_type": (ne,),
+             "in_degrees": (dst.shape[0],), "out_degrees": (src.shape[0],)}[name]
+    return src.new_empty(shape, dtype=torch.int64)
+
+
 # -- vertex programs ----------------------------------------------------------------------------------
 class Signature(NamedTuple):
     """One traced signature of a program as the ops run it (registered by program_signature)."""
@@ -159,7 +237,7 @@ class Signature(NamedTuple):
     program: Any  # the VertexProgram
     compiled: Any  # its _C.Signature
     fused: bool  # run by fused kernels (else the reference executor)
-    out_shapes: Tuple[tuple, ...]  # outputs' shapes on this graph
+    outs: Tuple[Tuple[str, tuple], ...]  # each output's space (Vertex, Edge, Param) and feature shape
     wrt_index: Tuple[int, ...]  # positions in compiled.names of lowered.wrt
 
 
@@ -181,77 +259,151 @@ class TensorMeta:
         return self.dtype.is_floating_point
 
 
-def _output_shapes(lowered, graph: Graph) -> Tuple[tuple, ...]:
+def _output_spaces(lowered) -> Tuple[Tuple[str, tuple], ...]:
     values = {v["id"]: v for v in lowered.forward.values}
-    rows = {"Vertex": graph.num_dst, "Edge": graph.num_edges, "Param": None}
-    shapes = []
-    for o in lowered.forward.outputs:
-        v = values[o]
-        r = rows[v["space"]]
-        shapes.append(tuple(v["shape"]) if r is None else (r,) + tuple(v["shape"]))
-    return tuple(shapes)
+    return tuple((values[o]["space"], tuple(values[o]["shape"])) for o in lowered.forward.outputs)
 
 
-def program_signature(graph: Graph, program_uid: int, metas: Tuple, backend: str) -> Tuple[int, Tuple[str, ...], int]:
-    """Runs at trace time (Graph._program_signature, a member torch.compile calls with the real
-    graph): traces and lowers the program for these tensors as an eager call would, checks the
-    inputs, and returns ``(signature id, bound names, num_dst)`` for the compiled code."""
+def _output_shapes(sig: Signature, num_dst, num_edges) -> List[tuple]:
+    rows = {"Vertex": num_dst, "Edge": num_edges}
+    return [shape if space not in rows else (rows[space],) + shape for space, shape in sig.outs]
+
+
+# The graph a signature is traced and checked with: one small graph per kind, with as many sources,
+# destinations and edges as MODEL_SIZES (all different, so that a tensor's rows say what it is)
+MODEL_SIZES = (3, 2, 4)
+_MODELS: Dict[GraphKind, Graph] = {}
+
+
+def model_graph(kind: GraphKind) -> Graph:
+    g = _MODELS.get(kind)
+    if g is None:
+        ns, nd, ne = MODEL_SIZES
+        if kind.bipartite:
+            ei, num_nodes = torch.tensor([[0, 1, 2, 2], [0, 1, 0, 1]]), (ns, nd)
+        else:
+            ei, num_nodes = torch.tensor([[0, 1, 2, 1], [1, 2, 0, 1]]), ns
+        g = _MODELS[kind] = Graph.from_edge_index(
+            ei, num_nodes=num_nodes,
+            node_type=torch.zeros(ns, dtype=torch.int64) if kind.has_node_types else None,
+            edge_type=torch.zeros(ne, dtype=torch.int64) if kind.has_edge_types else None,
+            num_node_types=kind.num_node_types if kind.has_node_types else None,
+            num_edge_types=kind.num_edge_types if kind.has_edge_types else None)
+    return g
+
+
+def program_signature(kind: GraphKind, program_uid: int, metas: Tuple, backend: str) -> Tuple[int, Tuple[str, ...]]:
+    """Traces and lowers the program for these tensors as an eager call would, on the kind's
+    model graph, checks the inputs, and returns ``(signature id, bound names)`` for the compiled
+    code. ``metas``: (name, role, shape without rows, dtype, device, requires_grad) per tensor,
+    role "src", "dst" or "src|dst" (a vertex tensor's rows; both when the graph has as many of
+    each), "edge", or "param" (shape in full)."""
     from . import fused
     from .program import PROGRAMS
 
-    program = PROGRAMS[program_uid]
-    tensors = {name: TensorMeta(shape, dtype, device, rg) for name, shape, dtype, device, rg in metas}
-    compiled, why = program._prepare(graph, tensors)
-    if backend in ("auto", "fused") and fused.available(compiled, why, backend):
-        use_fused = True
-    elif backend == "fused":
-        raise NotImplementedError(why)
-    else:
-        use_fused = False
-    names = tuple(compiled.names)
-    key = (id(compiled), use_fused, graph.num_dst, graph.num_edges)
     with _lock:
+        program = PROGRAMS[program_uid]
+        graph = model_graph(kind)
+        rows = {"src": graph.num_src, "dst": graph.num_dst, "edge": graph.num_edges}
+        ambiguous = [name for name, role, *_ in metas if role == "src|dst"]
+        # a vertex tensor of a graph with as many sources as destinations: read at the sources
+        # unless the program reads it at the centre only (the check says which)
+        choices = list(itertools.product(("src", "dst"), repeat=len(ambiguous)))
+        for choice in choices:
+            chosen = dict(zip(ambiguous, choice))
+            tensors = {name: TensorMeta(((rows[chosen.get(name, role)],) if role != "param" else ()) + shape,
+                                        getattr(torch, dtype), device, rg)
+                       for name, role, shape, dtype, device, rg in metas}
+            try:
+                compiled, why = program._prepare(graph, tensors)
+                break
+            except ValueError:
+                if choice == choices[-1]:
+                    raise
+        if backend in ("auto", "fused") and fused.available(compiled, why, backend):
+            use_fused = True
+        elif backend == "fused":
+            raise NotImplementedError(why)
+        else:
+            use_fused = False
+        names = tuple(compiled.names)
+        key = (id(compiled), use_fused)
         sid = _SIGNATURE_IDS.get(key)
         if sid is None:
             wrt_index = tuple(names.index(w) for w in compiled.lowered.wrt)
-            _SIGNATURES.append(Signature(program, compiled, use_fused, _output_shapes(compiled.lowered, graph),
-                                         wrt_index))
+            _SIGNATURES.append(Signature(program, compiled, use_fused, _output_spaces(compiled.lowered), wrt_index))
             sid = _SIGNATURE_IDS[key] = len(_SIGNATURES) - 1
-    return sid, names, graph.num_dst
+    return sid, names
 
 
-_BOUND_GRAPHS: List[int] = []  # uids of the graphs seastar.nn.WithGraph is running its models on
+@torch._dynamo.assume_constant_result
+def _edge_inputs(kind: Tuple[int, ...], program_uid: int, shapes: Tuple) -> Tuple[str, ...]:
+    """The names of the per-edge inputs of the program's trace for these tensors' shapes (one
+    row for the graph's tensors: a trace reads no rows): which tensors have a row per edge and
+    which one per vertex is the program's to say, not the sizes' (which may coincide)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    from .program import PROGRAMS
+    with _disable_current_modes(), _lock:
+        graph = model_graph(GraphKind.of_ints(kind))
+        module = PROGRAMS[program_uid].trace(graph, **{n: TensorMeta(shape, torch.float32, "cpu", False)
+                                                      for n, shape in shapes})
+    return tuple(v["name"] for v in module.values if v["op"] == "input_edge")
 
-EXPORT_GRAPH_MESSAGE = ("torch.export: the graph is frozen into the exported program, so one passed as an "
-                        "argument would be ignored when the program is called with another; bind it instead: "
-                        "torch.export.export(seastar.nn.WithGraph(model, graph), (x, ...))")
+
+def _equal(a, b) -> bool:
+    """``a == b`` for sizes, symbolic or not, without a guard on data (an unbacked size, such as a
+    self-loop graph's edge count, equals only itself)."""
+    from torch.fx.experimental.symbolic_shapes import guard_or_false
+    r = a == b
+    return r if isinstance(r, bool) else guard_or_false(r)
 
 
-@contextlib.contextmanager
-def bound_graph(graph: Graph):
-    """While WithGraph's model runs: its graph is a constant of what is exported, by design."""
-    _BOUND_GRAPHS.append(graph.uid)
-    try:
-        yield
-    finally:
-        _BOUND_GRAPHS.pop()
+def _vertex_role(rows, graph: Graph) -> str:
+    """Which vertices a vertex tensor's rows are: the sources', the destinations', or (a graph
+    with as many of each, as a square one has) either."""
+    src, dst = _equal(rows, graph.num_src), _equal(rows, graph.num_dst)
+    if src and dst:
+        return "src|dst"
+    if src or dst:
+        return "src" if src else "dst"
+    what = "sources" if graph.is_bipartite else "vertices"
+    raise ValueError(f"a vertex tensor has {rows} rows but the graph has {graph.num_src} {what}"
+                     + (f" and {graph.num_dst} destinations" if graph.is_bipartite else ""))
 
 
 def call_program(program, graph: Graph, backend: str, tensors: Dict[str, torch.Tensor]):
-    """VertexProgram.__call__ inside torch.compile / torch.export: one ``seastar::vertex_program`` op."""
+    """VertexProgram.__call__ inside torch.compile / torch.export: one ``seastar::vertex_program`` op
+    on the graph's tensors."""
     from .program import DST_SUFFIX
 
-    # torch.export's tracing (torch.compile guards on the graph and recompiles for another one):
-    # inside WithGraph every graph is its bound graph or derived from it (self loops, blocks)
-    if torch.compiler.is_exporting() and not torch.compiler.is_dynamo_compiling() and not _BOUND_GRAPHS:
-        raise RuntimeError(f"{program.name}: {EXPORT_GRAPH_MESSAGE}")
-
-    metas = tuple((k, tuple(int(d) for d in t.shape), t.dtype, t.device, bool(t.requires_grad))
-                  for k, t in ((k, tensors[k]) for k in sorted(tensors)))
-    sid, names, num_dst = graph._program_signature(program.uid, metas, backend)
+    kind = kind_ints(graph)
+    params = set(program.param_names)
+    shapes = tuple((k, tuple(static_int(d) for d in (tensors[k].shape if k in params else (1,) + tensors[k].shape[1:])))
+                   for k in sorted(tensors))
+    edges = _edge_inputs(tuple(kind), program.uid, shapes)
+    metas = []
+    for k in sorted(tensors):
+        t = tensors[k]
+        if k in params:
+            role, shape = "param", tuple(static_int(d) for d in t.shape)
+        else:
+            role = "edge" if k in edges else _vertex_role(t.shape[0], graph)
+            shape = tuple(static_int(d) for d in t.shape[1:])
+        metas.append((k, role, shape, str(t.dtype).removeprefix("torch."), str(t.device), bool(t.requires_grad)))
+    sid, names = _signature(tuple(kind), program.uid, tuple(metas), backend)
+    num_dst = graph.num_dst
     bound = [tensors[n[: -len(DST_SUFFIX)]][:num_dst] if n.endswith(DST_SUFFIX) else tensors[n] for n in names]
-    outs = vertex_program(sid, graph, bound)
+    outs = vertex_program(sid, graph._in.op_args(), kind, bound)
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+@torch._dynamo.assume_constant_result
+def _signature(kind, program_uid, metas, backend):
+    # run at trace time with constants, its result a constant: torch.compile does not trace into
+    # the orchestrator, and the signature depends on nothing else (never on the graph's sizes)
+    from torch.utils._python_dispatch import _disable_current_modes
+    with _disable_current_modes():
+        return program_signature(GraphKind.of_ints(kind), program_uid, metas, backend)
 
 
 def _named(sig: Signature, tensors) -> Dict[str, torch.Tensor]:
@@ -259,76 +411,81 @@ def _named(sig: Signature, tensors) -> Dict[str, torch.Tensor]:
 
 
 @torch.library.custom_op("seastar::vertex_program", mutates_args=())
-def vertex_program(signature: int, graph: Graph, tensors: List[torch.Tensor]) -> List[torch.Tensor]:
+def vertex_program(signature: int, graph: List[torch.Tensor], kind: List[int],
+                   tensors: List[torch.Tensor]) -> List[torch.Tensor]:
     from . import fused, reference
 
     sig = _SIGNATURES[signature]
+    g = graph_inputs.resolve(graph, kind)
     name = sig.compiled.lowered.name
     with torch.profiler.record_function(f"seastar::{name}.forward"):
         if sig.fused:
-            outs = fused._program(sig.compiled).run_forward(graph._g, _named(sig, tensors))
+            outs = fused._program(sig.compiled).run_forward(g._g, _named(sig, tensors))
         else:
             with torch.no_grad():
-                outs = reference.evaluate(sig.compiled.lowered.forward, graph, _named(sig, tensors))
+                outs = reference.evaluate(sig.compiled.lowered.forward, g, _named(sig, tensors))
     outs = [o.contiguous() for o in outs]
     got = tuple(tuple(o.shape) for o in outs)
-    if got != sig.out_shapes:
-        raise RuntimeError(f"seastar::vertex_program: {name} returned shapes {got}, expected {sig.out_shapes}")
+    want = tuple(_output_shapes(sig, g.num_dst, g.num_edges))
+    if got != want:
+        raise RuntimeError(f"seastar::vertex_program: {name} returned shapes {got}, expected {want}")
     return outs
 
 
 @vertex_program.register_fake
-def _vertex_program_fake(signature, graph, tensors):
+def _vertex_program_fake(signature, graph, kind, tensors):
     sig = _SIGNATURES[signature]
     floats = [t for t in tensors if t.is_floating_point()]
     like = floats[0] if floats else tensors[0]
-    return [like.new_empty(s) for s in sig.out_shapes]
+    return [like.new_empty(s) for s in _output_shapes(sig, graph[2].shape[0], graph[3].shape[0])]
 
 
 @torch.library.custom_op("seastar::vertex_program_backward", mutates_args=())
-def vertex_program_backward(signature: int, graph: Graph, tensors: List[torch.Tensor],
+def vertex_program_backward(signature: int, graph: List[torch.Tensor], kind: List[int], tensors: List[torch.Tensor],
                             grad_outputs: List[torch.Tensor]) -> List[torch.Tensor]:
     from . import fused, reference
 
     sig = _SIGNATURES[signature]
+    g = graph_inputs.resolve(graph, kind)
     name = sig.compiled.lowered.name
     with torch.profiler.record_function(f"seastar::{name}.backward"):
         if sig.fused:
-            grads = fused._program(sig.compiled).run_backward(graph._g, _named(sig, tensors), list(grad_outputs))
+            grads = fused._program(sig.compiled).run_backward(g._g, _named(sig, tensors), list(grad_outputs))
         else:
             with torch.no_grad():
-                grads = reference.evaluate(sig.compiled.lowered.backward, graph, _named(sig, tensors),
+                grads = reference.evaluate(sig.compiled.lowered.backward, g, _named(sig, tensors),
                                            grad_outputs=list(grad_outputs))
     out = []
-    for i, g in zip(sig.wrt_index, grads):
+    for i, gr in zip(sig.wrt_index, grads):
         t = tensors[i]
-        g = g.to(t.dtype).reshape(t.shape)
-        out.append(g.clone() if any(g.data_ptr() == x.data_ptr() for x in tensors) else g.contiguous())
+        gr = gr.to(t.dtype).reshape(t.shape)
+        out.append(gr.clone() if any(gr.data_ptr() == x.data_ptr() for x in tensors) else gr.contiguous())
     return out
 
 
 @vertex_program_backward.register_fake
-def _vertex_program_backward_fake(signature, graph, tensors, grad_outputs):
+def _vertex_program_backward_fake(signature, graph, kind, tensors, grad_outputs):
     sig = _SIGNATURES[signature]
     return [torch.empty_like(tensors[i], memory_format=torch.contiguous_format) for i in sig.wrt_index]
 
 
 def _setup_context(ctx, inputs, output):
-    signature, graph, tensors = inputs
-    ctx.signature, ctx.graph = signature, graph
-    ctx.save_for_backward(*tensors)
+    signature, graph, kind, tensors = inputs
+    ctx.signature, ctx.kind, ctx.num_graph = signature, kind, len(graph)
+    ctx.save_for_backward(*graph, *tensors)
 
 
 def _backward(ctx, grad_outputs):
     sig = _SIGNATURES[ctx.signature]
-    tensors = list(ctx.saved_tensors)
+    saved = list(ctx.saved_tensors)
+    graph, tensors = saved[:ctx.num_graph], saved[ctx.num_graph:]
     grads = [None] * len(tensors)
     if sig.wrt_index:
-        shapes = sig.out_shapes
+        shapes = _output_shapes(sig, graph[2].shape[0], graph[3].shape[0])
         gouts = [g if g is not None else tensors[0].new_zeros(s) for g, s in zip(grad_outputs, shapes)]
-        for i, g in zip(sig.wrt_index, vertex_program_backward(ctx.signature, ctx.graph, tensors, gouts)):
+        for i, g in zip(sig.wrt_index, vertex_program_backward(ctx.signature, graph, ctx.kind, tensors, gouts)):
             grads[i] = g
-    return None, None, grads
+    return None, [None] * ctx.num_graph, None, grads
 
 
 vertex_program.register_autograd(_backward, setup_context=_setup_context)

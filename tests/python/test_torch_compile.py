@@ -4,8 +4,8 @@ Each layer is compiled with ``fullgraph=True`` (so any graph break fails the tes
 with an eager copy of itself in float64: outputs, the input's gradient and every parameter's
 gradient. The eager layers are checked against plain torch in test_nn.py / test_hetero.py; here
 the question is whether the compiled code runs the same kernels on the same derived graphs.
-Compiled code is specialised to its graphs, so models compile with ``dynamic=False`` (see the
-README). Most layers compile with the "aot_eager" backend (Dynamo, the fake implementations and
+These models compile with ``dynamic=False``, one graph at a time; test_compile_minibatch.py runs
+one compiled model over many graphs. Most layers compile with the "aot_eager" backend (Dynamo, the fake implementations and
 AOTAutograd: everything that concerns Seastar's ops), one model with the default inductor.
 The graph is ``small_graph`` (isolated vertices, self loops, multi-edges, a hub, four relations,
 one of them empty). The compiled model is built once per layer and reused by the checks. The ops themselves also
@@ -188,17 +188,20 @@ def test_export_runs_equal_to_eager(small_graph):
         expected = model(graph, x)
         program = torch.export.export(snn.WithGraph(model, graph), (x,))
     ops = {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
-    assert "seastar.vertex_program.default" in ops and "seastar.graph_tensor.default" in ops
+    # the kernels, and the graph's own tensors (a constant of the program) read by an op
+    assert "seastar.vertex_program.default" in ops and "seastar.graph_tensor_of.default" in ops
     with torch.no_grad():
         torch.testing.assert_close(program.module()(x), expected, **TOL)
         x2 = _features(graph, seed=5)
         torch.testing.assert_close(program.module()(x2), model(graph, x2), **TOL)
 
 
-def test_export_with_the_graph_as_an_argument_raises(small_graph):
-    """The graph is a constant of an exported program: one taken as an argument would be ignored
-    when another is passed, so exporting that way is an error naming WithGraph."""
-    conv = snn.SAGEConv(F_IN, 3).to(DT).eval()
+def test_export_with_the_graph_as_an_argument_raises_where_a_layer_needs_the_graph(small_graph):
+    """A graph argument of an exported program is its tensors (test_compile_minibatch.py exports
+    one); a layer option whose per-graph values only the real graph gives (R-GCN's distinct
+    (source, relation) pairs) cannot take one, and says so, naming WithGraph, which binds the
+    graph instead."""
+    conv = snn.RGCNConv(F_IN, 3, NUM_RELATIONS, mode="per_pair").to(DT).eval()
     graph, x = small_graph.graph, _features(small_graph.graph)
     with torch.no_grad(), pytest.raises(Exception, match="WithGraph"):
         torch.export.export(conv, (graph, x))
@@ -209,13 +212,14 @@ def test_with_graph_needs_a_graph():
         snn.WithGraph(snn.GCNConv(F_IN, 3), torch.zeros(2, 3))
 
 
-def test_compiled_code_needs_a_graph_and_says_so(small_graph):
+def test_compiled_code_takes_an_edge_index(small_graph):
+    """PyG's ``conv(x, edge_index)`` compiles: the graph is built and checked by an op at run
+    time (test_compile_sweep.py sweeps the layers)."""
     conv = snn.GCNConv(F_IN, 3).to(DT)
     x = _features(small_graph.graph)
     edge_index = small_graph.graph.edge_index.long()
     compiled = torch.compile(lambda x, ei: conv(x, ei), fullgraph=True, dynamic=False, backend="aot_eager")
-    with pytest.raises(Exception, match="must be a seastar.Graph built outside the compiled code"):
-        compiled(x, edge_index)
+    torch.testing.assert_close(compiled(x, edge_index), conv(x, edge_index), **TOL)
 
 
 def test_rgcn_per_run_inside_compile_is_refused(small_graph):
@@ -301,13 +305,17 @@ def test_ops_pass_opcheck(small_graph, program_name):
         tensors = {k: torch.randn(n, 2, c, dtype=DT, generator=gen) for k, c in (("h", 3), ("el", 1), ("er", 1))}
     for t in tensors.values():
         t.requires_grad_()
-    metas = tuple((k, tuple(t.shape), t.dtype, t.device, True) for k, t in sorted(tensors.items()))
-    sid, names, _ = torch_ops.program_signature(graph, program.uid, metas, "auto")
+    # the graph as the ops take it: its tensors (sizes as shapes) and its kind
+    role = {"h": "src|dst", "el": "src|dst", "er": "src|dst", "w": "edge"}
+    metas = tuple((k, role[k], tuple(t.shape[1:]), str(t.dtype).removeprefix("torch."), "cpu", True)
+                  for k, t in sorted(tensors.items()))
+    sid, names = torch_ops.program_signature(graph._kind, program.uid, metas, "auto")
     bound = [tensors[k] for k in names]
-    torch.library.opcheck(torch.ops.seastar.vertex_program.default, (sid, graph, bound))
-    outs = torch.ops.seastar.vertex_program(sid, graph, bound)
+    g_args, kind = graph._in.op_args(), graph._kind.ints()
+    torch.library.opcheck(torch.ops.seastar.vertex_program.default, (sid, g_args, kind, bound))
+    outs = torch.ops.seastar.vertex_program(sid, g_args, kind, bound)
     grads = [torch.randn_like(o) for o in outs]
-    torch.library.opcheck(torch.ops.seastar.vertex_program_backward.default, (sid, graph, bound, grads),
+    torch.library.opcheck(torch.ops.seastar.vertex_program_backward.default, (sid, g_args, kind, bound, grads),
                           test_utils=("test_schema", "test_faketensor"))
     # the op's gradients are the eager program's
     expected = torch.autograd.grad(program(graph, **tensors), bound, grads[0])

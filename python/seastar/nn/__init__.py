@@ -46,11 +46,11 @@ __all__ = ["GCNConv", "GATConv", "SAGEConv", "GINConv", "APPNP", "edge_softmax",
 class WithGraph(torch.nn.Module):
     """``model`` with ``graph`` bound: ``WithGraph(model, graph)(*args) == model(graph, *args)``.
 
-    What to hand ``torch.export``: exported code is specialised to its graph (a constant of the
-    program), so an exported program that took the graph as an argument would ignore another
-    graph passed in its place. Exporting a vertex program outside WithGraph therefore raises;
-    with the graph bound, the program takes only tensors and cannot be called with the wrong
-    graph."""
+    For ``torch.export`` of a model on one graph: the exported program then takes only tensors,
+    and the graph, with every value derived from it, is a constant of the program. A model whose
+    layers derive per-graph values that only the real graph gives (GCN's normalisation, APPNP,
+    HGT, HeteroConv) is exported this way; SAGE, GAT, GIN and R-GCN can also take the graph as
+    an argument (``Graph.dynamic_shapes``), one program for every graph of its kind."""
 
     def __init__(self, model: torch.nn.Module, graph):
         super().__init__()
@@ -60,9 +60,7 @@ class WithGraph(torch.nn.Module):
         self.model, self.graph = model, graph
 
     def forward(self, *args, **kwargs):
-        from ..torch_ops import bound_graph
-        with bound_graph(self.graph):
-            return self.model(self.graph, *args, **kwargs)
+        return self.model(self.graph, *args, **kwargs)
 
 
 def inference(layers, graph, x, batch_size: int = 4096, between=None):

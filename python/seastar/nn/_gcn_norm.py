@@ -49,6 +49,7 @@ from .. import ops as ss
 from ..program import vertex_program
 from ..reorder import destination_ordered
 from ._loops import loop_ids, loop_values, self_loops, with_loops
+from ..graph import tensor_of
 from ._structure import Structure, is_sparse_tensor_like
 from ._utils import GraphCache, graph_uid, per_graph
 
@@ -135,6 +136,8 @@ def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor
     w = edge_weights(s, edge_weight, layer)
     fill = 2.0 if improved else 1.0
     if w is None and s.layout is None:  # depends on the graph alone: once per graph, device and dtype
+        if torch.compiler.is_compiling():  # traced on the graph's tensors, for every graph alike
+            return _unweighted_norm(s.graph, s.num_src, s.num_dst, add_self_loops, str(device), dtype)
         key = ("gcn_vertex_norm", graph_uid(s.graph), s.num_src, s.num_dst, add_self_loops, str(device), dtype)
         return per_graph(cache, key, s.graph, _unweighted_norm, s.num_src, s.num_dst, add_self_loops,
                          str(device), dtype)
@@ -170,21 +173,39 @@ def _weighted_norm(cache: GraphCache, s: Structure, w: torch.Tensor, add_self_lo
     deg = s.out(in_weight(s.graph, w=wcol)).squeeze(-1)
     corr = None
     if add_self_loops:
-        edges, vertex = self_loops(cache, s)
-        edges, vertex = edges.to(w.device), vertex.to(w.device)
-        own = w[edges]
-        lw = w.new_full((s.num_dst,), fill)
-        if mode == "remaining":  # PyG's assignment: with several loops at a vertex one value wins
-            lw = lw.index_put((vertex,), own)
-        elif mode == "sum":
-            lw = lw.index_add(0, vertex, own)
-        corr = lw - w.new_zeros(s.num_dst).index_add(0, vertex, own)
+        lw, own_sum = _loop_weights(cache, s, w, fill, mode)
+        corr = lw - own_sum
         deg = deg + corr
     dinv = deg.pow(-0.5)
     dinv = dinv.masked_fill(torch.isinf(dinv), 0.0)
     # without loops the term is zero: the weighted programs always have it (one program fewer)
     loop = w.new_zeros(s.num_dst) if corr is None else corr * dinv * dinv
     return VertexNorm(dinv.unsqueeze(-1), loop.unsqueeze(-1), wcol)
+
+
+def _loop_weights(cache: GraphCache, s: Structure, w: torch.Tensor, fill: float, mode: str):
+    """Per destination: the weight of the one loop the graph with loops holds (``fill``, or, by
+    ``mode``, what the graph's own loops make of it) and the sum of the graph's own loops'."""
+    lw = w.new_full((s.num_dst,), fill)
+    if torch.compiler.is_compiling():
+        # over every edge, the others sent to a spare row: no list of the loops, whose length
+        # compiled code cannot know (the same assignments, in edge order, as below)
+        src, dst = s.edge_index.to(w.device)
+        row = torch.where((src == dst) & (dst < s.num_dst), dst, s.num_dst)
+        spare = w.new_zeros(1)
+        if mode == "remaining":
+            lw = torch.cat([lw, spare]).index_put((row,), w)[:-1]
+        elif mode == "sum":
+            lw = torch.cat([lw, spare]).index_add(0, row, w)[:-1]
+        return lw, torch.cat([w.new_zeros(s.num_dst), spare]).index_add(0, row, w)[:-1]
+    edges, vertex = self_loops(cache, s)
+    edges, vertex = edges.to(w.device), vertex.to(w.device)
+    own = w[edges]
+    if mode == "remaining":  # PyG's assignment: with several loops at a vertex one value wins
+        lw = lw.index_put((vertex,), own)
+    elif mode == "sum":
+        lw = lw.index_add(0, vertex, own)
+    return lw, w.new_zeros(s.num_dst).index_add(0, vertex, own)
 
 
 def _edge_norm(cache: GraphCache, s: Structure, norm: VertexNorm) -> Tuple[Structure, EdgeNorm]:
@@ -241,6 +262,8 @@ class BlockNorm(NamedTuple):
 
 def block_norm(cache: GraphCache, s: Structure, add_self_loops: bool, dtype: torch.dtype, device) -> BlockNorm:
     """The factors of a block without edge weights, once per block, device and dtype."""
+    if torch.compiler.is_compiling():  # traced on the graph's tensors, for every block alike
+        return _block_norm(s.graph, s.num_dst, add_self_loops, str(device), dtype)
     key = ("gcn_block_norm", graph_uid(s.graph), add_self_loops, str(device), dtype)
     return per_graph(cache, key, s.graph, _block_norm, s.num_dst, add_self_loops, str(device), dtype)
 
@@ -270,7 +293,11 @@ def _block_norm(graph, num_dst: int, add_self_loops: bool, device: str, dtype: t
 
 def loops_per_vertex(graph, num_dst: int) -> torch.Tensor:
     """How many self loops each destination has, int64 [num_dst] (on a block: edges from source
-    ``v`` to destination ``v``), read off the in-adjacency the kernels use anyway (not ``edge_index``, which would then be kept with the graph)."""
+    ``v`` to destination ``v``), read off the in-adjacency the kernels use anyway (not ``edge_index``, which would then be kept with the graph).
+    Inside compiled code, from the edge list the op gives (a graph there is its tensors)."""
+    if torch.compiler.is_compiling():
+        src, dst = tensor_of(graph, "edge_index")
+        return torch.zeros(num_dst, dtype=torch.int64).index_add_(0, dst, (src == dst).to(torch.int64))
     t = graph._g.tensors("cpu", coo=False, out=False)
     ptr, nbr = t["in_ptr"].long(), t["in_nbr"]
     centre = torch.repeat_interleave(torch.arange(num_dst), ptr[1:] - ptr[:-1], output_size=nbr.numel())

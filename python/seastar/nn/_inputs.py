@@ -124,8 +124,8 @@ def resolve(layer: str, x_src, x_dst, edge_index, size=None, flow: str = "source
     """The structure for these features: vertex counts from ``size``, else from the features
     (``x_dst`` None: as many destinations as sources, as PyG), checked against each other and
     against a sparse adjacency's or a graph's own sizes."""
-    ns = None if x_src is None else int(x_src.shape[0])
-    nd = None if x_dst is None else int(x_dst.shape[0])
+    ns = None if x_src is None else x_src.shape[0]  # not int(): a symbolic size stays symbolic
+    nd = None if x_dst is None else x_dst.shape[0]
     if size is not None:
         if len(size) != 2:
             raise ValueError(f"{layer}: size must be (num_src, num_dst), got {size!r}")

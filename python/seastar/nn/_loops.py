@@ -47,6 +47,12 @@ class LoopIds(NamedTuple):
 
 
 def with_loops(cache: GraphCache, s: Structure, num_loops: int = None) -> LoopGraph:
+    if torch.compiler.is_compiling() and num_loops is None and not s.padded:
+        # a graph that compiled code takes as an input: the loop graph is derived per call by an
+        # op (derived_graphs), so the compiled code serves every graph of this kind
+        from ..derived_graphs import self_loop_graph
+        return LoopGraph(Structure(self_loop_graph(s.graph), s.num_src, s.num_dst, None, None, s.layout),
+                         min(s.num_src, s.num_dst))
     if num_loops is None:
         num_loops = min(s.num_src, s.num_dst)
     return per_graph(cache, ("with_loops", graph_uid(s.graph), num_loops), s.graph, loop_graph, s.num_src,

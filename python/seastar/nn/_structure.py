@@ -30,8 +30,8 @@ log = logging.getLogger("seastar")
 FLOWS = ("source_to_target", "target_to_source")
 
 COMPILED_STRUCTURE = ("inside torch.compile / torch.export the graph must be a seastar.Graph built outside the "
-                      "compiled code (seastar.Graph.from_edge_index(edge_index, num_nodes)) and passed in; an "
-                      "edge_index tensor or sparse adjacency would be turned into a graph on every call")
+                      "compiled code (seastar.Graph.from_edge_index(edge_index, num_nodes)) and passed in, or an "
+                      "edge_index tensor; a sparse adjacency would be turned into a graph on every call")
 
 
 def core_has_bipartite() -> bool:
@@ -191,7 +191,7 @@ def from_sparse(adj_t) -> Structure:
 def from_graph(graph: Graph) -> Structure:
     """A ``seastar.Graph`` as given (bipartite when the core's graph is)."""
     if getattr(graph, "is_bipartite", False):
-        ns, nd = int(graph.num_src), int(graph.num_dst)
+        ns, nd = graph.num_src, graph.num_dst
     else:
         ns = nd = graph.num_nodes
     return Structure(graph, ns, nd, None)
@@ -204,7 +204,15 @@ def structure(layer: str, edge_index, num_src: Optional[int], num_dst: Optional[
     if flow not in FLOWS:
         raise ValueError(f"{layer}: flow must be one of {FLOWS}, got {flow!r}")
     if torch.compiler.is_compiling() and not isinstance(edge_index, Graph):
-        raise TypeError(f"{layer}: {COMPILED_STRUCTURE}")
+        if not (isinstance(edge_index, torch.Tensor) and edge_index.layout == torch.strided):
+            raise TypeError(f"{layer}: {COMPILED_STRUCTURE}")
+        if num_src is None or num_dst is None:
+            raise ValueError(f"{layer}: the number of vertices is unknown; pass 'size=(num_src, num_dst)'")
+        # built and checked by an op at run time, once per tensor (no graph break on its ids)
+        from ..derived_graphs import graph_of_edge_index
+        ei = edge_index.to(torch.int64)
+        ei = ei.flip(0) if flow == "target_to_source" else ei
+        return Structure(graph_of_edge_index(edge_index, num_src, num_dst, flow), num_src, num_dst, ei)
     if isinstance(edge_index, Graph):
         s = from_graph(edge_index)
     elif is_torch_sparse(edge_index) or is_sparse_tensor_like(edge_index):

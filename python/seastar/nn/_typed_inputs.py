@@ -45,7 +45,7 @@ def typed_call(layer: str, x, edge_index, edge_type: Optional[torch.Tensor], num
             raise TypeError(f"{layer}: {what} must be a tensor (features or int64 indices), got {type(t).__name__}")
     floats = [t.dtype for t in (x_src, x_dst) if t.is_floating_point()]
     dtype = floats[0] if floats else param_dtype
-    ns, nd = int(x_src.shape[0]), int(x_dst.shape[0])
+    ns, nd = x_src.shape[0], x_dst.shape[0]
     if isinstance(edge_index, Graph) and edge_index.is_bipartite:  # a sampled block, say
         graph = edge_index
         gs, gd = graph.num_src, graph.num_dst
@@ -59,6 +59,12 @@ def typed_call(layer: str, x, edge_index, edge_type: Optional[torch.Tensor], num
         if not graph.has_edge_types:
             raise ValueError(f"{layer}: the bipartite graph has no edge types; build it with edge_type=... or sample "
                              f"it from a typed graph")
+        if torch.compiler.is_compiling():  # derived per call by an op: compiled code serves every block
+            if graph.num_edge_types != num_relations:
+                raise ValueError(f"{layer}: the graph has {graph.num_edge_types} edge types but the layer has "
+                                 f"{num_relations} relations")
+            from ..derived_graphs import typed_square as derived_square
+            return TypedCall(derived_square(graph, num_relations), x_src, x_dst, ns, nd, dtype)
         return TypedCall(typed_square(graph.edge_index, graph.edge_type, gs, gd, num_relations, layer),
                          x_src, x_dst, ns, nd, dtype)
     if isinstance(edge_index, Graph):
@@ -83,5 +89,9 @@ def typed_call(layer: str, x, edge_index, edge_type: Optional[torch.Tensor], num
                         f"seastar.Graph; got {type(edge_index).__name__}")
     if edge_type is None:
         raise ValueError(f"{layer}: edge_type [E] (each edge's relation) is required with an edge_index")
+    if torch.compiler.is_compiling():  # built and checked by an op at run time: no graph break on the ids
+        from ..derived_graphs import typed_graph_of_edge_index
+        graph = typed_graph_of_edge_index(edge_index, edge_type, ns, nd, num_relations, layer)
+        return TypedCall(graph, x_src, x_dst, ns, nd, dtype)
     graph = typed_square(edge_index, edge_type, ns, nd, num_relations, layer)
     return TypedCall(graph, x_src, x_dst, ns, nd, dtype)

@@ -13,6 +13,7 @@ from torch import nn
 
 from .. import ops as ss
 from ..graph import Graph
+from ..graph_inputs import static_int
 from ..program import VertexProgram, program_factory, vertex_program
 from ._inputs import normalise_call, resolve, split_features
 from ._linear import Linear
@@ -60,6 +61,25 @@ def gat_program(negative_slope: float, attention_dropout: bool, has_dst: bool = 
             alpha = ss.softmax([score(v, e) for e in v.in_edges()])
             return ss.sum(a * e.src.h for a, e in zip(alpha, v.in_edges()))
     return gat
+
+
+def _aggregate_is_cheaper(ns, nd, E, F_in: int, H: int, C: int) -> bool:
+    project = ns * F_in * H * C + EDGE_COST * E * H * C
+    aggregate = (ns + nd) * F_in * H + EDGE_COST * E * H * F_in + nd * F_in * H * C
+    return aggregate < AGGREGATE_FIRST_MARGIN * project
+
+
+@torch._dynamo.assume_constant_result
+def _aggregates_first_typical(bipartite: bool, F_in: int, H: int, C: int, loops: bool) -> bool:
+    """The cost model on a graph of typical sizes for its kind: a sampled block of ``TYPICAL_FANOUT``
+    in-edges per destination, each from its own source, or a square graph of that mean degree."""
+    nd = 1000
+    E = TYPICAL_FANOUT * nd
+    ns = nd + E if bipartite else nd
+    return _aggregate_is_cheaper(ns, nd, E + (nd if loops else 0), F_in, H, C)
+
+
+TYPICAL_FANOUT = 10
 
 
 class GATConv(nn.Module):
@@ -266,12 +286,15 @@ class GATConv(nn.Module):
             return bool(self.aggregate_first)
         if not isinstance(edge_index, Graph):
             return False
+        H, C = self.heads, self.out_channels
+        if torch.compiler.is_compiling():
+            # compiled code serves graphs of every size, so the choice cannot depend on theirs
+            # (it would be a guard, and a recompile wherever it flips): the kind's typical sizes
+            return _aggregates_first_typical(edge_index.is_bipartite, static_int(x_src.shape[1]), H, C,
+                                             self.add_self_loops)
         ns, nd = edge_index.num_src, edge_index.num_dst
         E = edge_index.num_edges + (min(ns, nd) if self.add_self_loops else 0)
-        H, C, F_in = self.heads, self.out_channels, x_src.shape[1]
-        project = ns * F_in * H * C + EDGE_COST * E * H * C
-        aggregate = (ns + nd) * F_in * H + EDGE_COST * E * H * F_in + nd * F_in * H * C
-        return aggregate < AGGREGATE_FIRST_MARGIN * project
+        return _aggregate_is_cheaper(ns, nd, E, x_src.shape[1], H, C)
 
     def _score(self, h: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
         """``<h_k, att_k>`` per head for each of the K vectors ``att`` [K, H, C] stacks, as

@@ -191,6 +191,10 @@ class HGTConv(nn.Module):
             return "per_pair"
         if self.mode != "auto":
             return self.mode
+        if torch.compiler.is_compiling():
+            # compiled code serves graphs of every size, so it cannot choose by their sizes: the
+            # typed programs, which need no per-graph structure beyond the graph's own
+            return "per_edge"
         return cheapest(self.mode_costs(graph, x_grad))
 
     @float32_inside

@@ -65,6 +65,12 @@ COMPILED_PER_RUN = ("RGCNConv: mode='per_run' does not run inside torch.compile 
                     "'per_pair', 'per_edge' or 'per_basis'")
 
 
+COMPILED_PER_PAIR = ("RGCNConv: mode='per_pair' reads the distinct (source, relation) pairs off a graph held "
+                     "outside the compiled code; inside torch.compile / torch.export with an edge_index, a "
+                     "sampled block or a graph argument of torch.export use mode='auto' (the typed programs), "
+                     "'per_edge' or 'per_basis', or export with the graph bound (seastar.nn.WithGraph(model, graph))")
+
+
 # ---- the layer -------------------------------------------------------------------------------------
 
 class RGCNConv(nn.Module):
@@ -234,12 +240,15 @@ class RGCNConv(nn.Module):
             return "per_pair"
         if torch.compiler.is_compiling() and self.mode == "per_run":
             raise NotImplementedError(COMPILED_PER_RUN)
+        if torch.compiler.is_compiling() and self.mode == "per_pair" and graph._const is None:
+            raise NotImplementedError(COMPILED_PER_PAIR)
         if self.mode != "auto":
             return self.mode
-        costs = self.mode_costs(graph, x_grad)
         if torch.compiler.is_compiling():
-            del costs["per_run"]  # its hand-written autograd over run chunks is not traceable
-        return cheapest(costs)
+            # compiled code serves graphs of every size, so it cannot choose by their sizes: the
+            # typed programs, which need no per-graph structure beyond the graph's own
+            return "per_basis" if self.num_bases is not None else "per_edge"
+        return cheapest(self.mode_costs(graph, x_grad))
 
     def _num_runs(self, graph: Graph) -> int:
         return per_graph(self._graph_cache, ("num_runs", graph_uid(graph)), graph, _num_runs, self.num_relations)

@@ -80,6 +80,12 @@ def csc_ordered(cache: GraphCache, graph: Graph, num_relations: int, layer: str 
     map, which is what bounds a kernel with little arithmetic per edge. Layers bind their own
     per-edge tensors (``norm``), computed on this graph, so nothing the user passed is permuted.
     """
+    if torch.compiler.is_compiling():  # derived per call by an op: compiled code serves every graph
+        if not graph.has_edge_types:
+            return graph
+        edge_types(graph, num_relations, layer)
+        from ..derived_graphs import destination_ordered as derived_order
+        return derived_order(graph)
     return per_graph(cache, ("csc_ordered", graph_uid(graph)), graph, _csc_ordered, num_relations, layer)
 
 
@@ -94,6 +100,8 @@ def relation_norm(cache: GraphCache, graph: Graph, num_relations: int, device, d
                   layer: str = "RGCNConv") -> torch.Tensor:
     """``norm[e] = 1 / |N_r(i)|`` [E, 1]: one over the number of in-edges of ``e``'s destination
     ``i`` with ``e``'s relation ``r`` (multi-edges count, as in PyG), cached per graph."""
+    if torch.compiler.is_compiling():  # traced on the graph's tensors: no constant of one graph's values
+        return _relation_norm(graph, num_relations, str(device), dtype, layer)
     return per_graph(cache, ("relation_norm", graph_uid(graph), str(device), dtype), graph, _relation_norm,
                      num_relations, str(device), dtype, layer)
 
@@ -102,7 +110,9 @@ def _relation_norm(graph: Graph, num_relations: int, device: str, dtype, layer: 
     t = edge_types(graph, num_relations, layer)
     dst = graph.edge_index[1].long()
     key = dst * num_relations + t
-    count = torch.bincount(key, minlength=graph.num_nodes * num_relations)
+    # a count per (destination, relation) by index_add_, whose size is the graph's (bincount's
+    # would depend on the ids' values, which compiled code cannot know)
+    count = torch.zeros(graph.num_nodes * num_relations, dtype=torch.int64).index_add_(0, key, torch.ones_like(key))
     return (1.0 / count[key].to(torch.float64)).unsqueeze(-1).to(device=device, dtype=dtype)
 
 

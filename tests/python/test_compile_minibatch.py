@@ -1,0 +1,184 @@
+"""Mini-batch training under ``torch.compile``: one compiled model for every batch of a loader.
+
+A graph enters compiled code as tensors whose shapes are its sizes (``seastar.graph_inputs``),
+so the blocks of a ``NeighborLoader``, each of other sizes, run one compiled program. The loader
+marks its batches' sizes as varying (``loader.sizes_vary``), so with ``dynamic=None`` (torch's
+default) as with ``dynamic=True`` torch compiles once, with symbolic sizes (the issue allows
+two: torch's static compile, then its dynamic one). Each step (two layers
+and the loss) runs compiled with ``fullgraph=True`` (a graph break fails) and, in float64, equals
+an eager copy of the model batch by batch: the loss and every parameter's gradient to 1e-10.
+
+The loader's seed count divides the vertex count, so every batch has as many seeds (a last
+batch of one seed would be a size torch specialises, and compile again).
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import seastar as ss
+import seastar.nn as snn
+from seastar.loader import NeighborLoader
+
+DT = torch.float64
+TOL = dict(rtol=1e-10, atol=1e-10)
+N, E, F_IN, CLASSES, RELATIONS = 240, 1600, 6, 3, 3
+BATCH = 12  # divides N: every batch has BATCH seeds
+BATCHES = 50  # two and a half epochs
+
+
+def _data():
+    g = torch.Generator().manual_seed(0)
+    ei = torch.randint(0, N, (2, E), generator=g)
+    et = torch.randint(0, RELATIONS, (E,), generator=g)
+    graph = ss.Graph.from_edge_index(ei, num_nodes=N, edge_type=et, num_edge_types=RELATIONS)
+    x = torch.randn(N, F_IN, dtype=DT, generator=g)
+    y = torch.randint(0, CLASSES, (N,), generator=g)
+    return graph, x, y
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self, conv1, conv2):
+        super().__init__()
+        self.conv1, self.conv2 = conv1, conv2
+
+    def forward(self, block0, block1, x, y):
+        h = F.relu(self.conv1(block0, x))
+        return F.cross_entropy(self.conv2(block1, h), y)
+
+
+MODELS = {
+    "sage": lambda: TwoLayers(snn.SAGEConv(F_IN, 8), snn.SAGEConv(8, CLASSES)),
+    "gat": lambda: TwoLayers(snn.GATConv(F_IN, 4, heads=2), snn.GATConv(8, CLASSES)),
+    "rgcn": lambda: TwoLayers(snn.RGCNConv(F_IN, 8, RELATIONS, aggr="mean"),
+                              snn.RGCNConv(8, CLASSES, RELATIONS, num_bases=2)),
+}
+
+
+class CountingBackend:
+    """aot_eager (Dynamo, the ops' fake implementations, AOTAutograd), counting its graphs."""
+
+    def __init__(self):
+        self.compiles = 0
+
+    def __call__(self, gm, example_inputs):
+        from functorch.compile import nop
+        from torch._dynamo.backends.common import aot_autograd
+        self.compiles += 1
+        return aot_autograd(fw_compiler=nop, bw_compiler=nop)(gm, example_inputs)
+
+
+def compiles(fn) -> int:
+    """How many times torch compiled ``fn``: its entries in Dynamo's cache. (A backend may be called
+    more often: with ``dynamic=True`` Dynamo restarts a compile once to specialise the float
+    attributes of modules, such as a dropout rate, as it does for any model.)"""
+    return len(torch._dynamo.eval_frame._debug_get_cache_entry_list(fn.__code__))
+
+
+def _grads(model):
+    return {n.removeprefix("_orig_mod."): p.grad.clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("dynamic", [None, True], ids=["dynamic_none", "dynamic_true"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_loader_training_compiles_once_and_equals_eager(name, dynamic):
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    graph, x, y = _data()
+    torch.manual_seed(0)
+    eager = MODELS[name]().to(DT)
+    model = copy.deepcopy(eager)
+    backend = CountingBackend()
+    compiled = torch.compile(model, fullgraph=True, dynamic=dynamic, backend=backend)
+    loader = NeighborLoader((graph, x, y), [4, 3], batch_size=BATCH, prefetch=0, seed=1)
+    sizes, done = set(), 0
+    while done < BATCHES:
+        for batch in loader:
+            if done == BATCHES:
+                break
+            b0, b1 = batch.blocks
+            sizes.add((b0.num_src, b0.num_dst, b0.num_edges, b1.num_edges))
+            losses = []
+            for m in (compiled, eager):
+                m.zero_grad()
+                loss = m(b0, b1, batch.x, batch.y)
+                loss.backward()
+                losses.append(loss.detach())
+            torch.testing.assert_close(losses[0], losses[1], **TOL)
+            gc, ge = _grads(compiled), _grads(eager)
+            assert gc.keys() == ge.keys()
+            for k in ge:
+                torch.testing.assert_close(gc[k], ge[k], **TOL, msg=f"batch {done}: {k}")
+            done += 1
+    assert len(sizes) > BATCHES // 2, "the batches should differ in size"
+    assert compiles(TwoLayers.forward) == 1
+    assert not torch._dynamo.utils.counters["graph_break"], dict(torch._dynamo.utils.counters["graph_break"])
+
+
+def test_full_graph_model_on_a_second_graph():
+    """A transductive model compiled on one graph and applied to another: the second graph of
+    another size compiles once more (torch's dynamic compile), a third none, and all equal eager."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    eager = snn.GATConv(F_IN, 3, heads=2).to(DT)
+    model = copy.deepcopy(eager)
+    backend = CountingBackend()
+    compiled = torch.compile(model, fullgraph=True, backend=backend)
+    gen = torch.Generator().manual_seed(3)
+    for n, e in ((50, 300), (80, 500), (65, 420)):
+        graph = ss.Graph.from_edge_index(torch.randint(0, n, (2, e), generator=gen), num_nodes=n)
+        x = torch.randn(n, F_IN, dtype=DT, generator=gen)
+        out_c, out_e = compiled(graph, x), eager(graph, x)
+        torch.testing.assert_close(out_c, out_e, **TOL)
+        w = torch.randn(out_e.shape, dtype=DT, generator=gen)
+        (out_c * w).sum().backward()
+        (out_e * w).sum().backward()
+        for (k, p), q in zip(model.named_parameters(), eager.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, **TOL, msg=k)
+    assert compiles(snn.GATConv.forward) == 2
+
+
+class SageGat(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = snn.SAGEConv(F_IN, 8), snn.GATConv(8, CLASSES, heads=2, concat=False)
+
+    def forward(self, block0, block1, x):
+        return self.conv2(block1, F.relu(self.conv1(block0, x)))
+
+
+def test_export_with_the_graph_as_an_argument_saves_loads_and_runs_new_blocks():
+    """torch.export of a model that takes its blocks as arguments, every size symbolic
+    (``Graph.dynamic_shapes``); the program, and the one torch.export.save / load give back, run
+    blocks of other sizes equal to the eager model."""
+    import io
+    graph, x, y = _data()
+    torch.manual_seed(0)
+    model = SageGat().to(DT).eval()
+    batches = iter(NeighborLoader((graph, x, y), [4, 3], batch_size=BATCH, prefetch=0, seed=2))
+    first = next(batches)
+    b0, b1 = first.blocks
+    with torch.no_grad():
+        program = torch.export.export(model, (b0, b1, first.x),
+                                      dynamic_shapes=(b0.dynamic_shapes(), b1.dynamic_shapes(), {0: torch.export.Dim.AUTO}))
+    ops = {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
+    assert {"seastar.vertex_program.default", "seastar.derived_graph.default"} <= ops
+    assert "seastar.graph_tensor.default" not in ops  # nothing of the first blocks is a constant
+    buf = io.BytesIO()
+    torch.export.save(program, buf)
+    buf.seek(0)
+    loaded = torch.export.load(buf)
+    sizes = set()
+    for i, batch in enumerate(batches):
+        if i == 6:
+            break
+        blocks = batch.blocks
+        sizes.add(tuple(b.num_edges for b in blocks))
+        with torch.no_grad():
+            want = model(*blocks, batch.x)
+            torch.testing.assert_close(program.module()(*blocks, batch.x), want, **TOL)
+            torch.testing.assert_close(loaded.module()(*blocks, batch.x), want, **TOL)
+    assert len(sizes) > 1
