@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import resource
+import signal
 import sys
 import time
 from pathlib import Path
@@ -70,7 +71,7 @@ def parse_args(argv=None):
     p.add_argument("--fanouts", default="10,5", help="minibatch: neighbours per hop from the seeds")
     p.add_argument("--batch-size", type=int, default=512, help="minibatch: seeds per batch per rank")
     p.add_argument("--partition-dir", help="fullgraph: the partition (default: a folder under /tmp per dataset "
-                                           "and process count)")
+                                           "and process count); '{parts}' in it stands for the part count")
     p.add_argument("--method", choices=["metis", "random"], default="metis", help="fullgraph: partitioner")
     p.add_argument("--features", choices=["shared", "partitioned"], default="shared",
                    help="minibatch: every machine maps all features (shared), or each rank keeps its part's rows "
@@ -91,6 +92,7 @@ def parse_args(argv=None):
     p.add_argument("--exit-at-epoch", type=int, default=0, help=argparse.SUPPRESS)  # tests: this rank dies there
     p.add_argument("--exit-at-step", type=int, default=0, help=argparse.SUPPRESS)  # ... after this step (first try)
     p.add_argument("--exit-rank", type=int, default=-1, help=argparse.SUPPRESS)
+    p.add_argument("--exit-kills-agent", action="store_true", help=argparse.SUPPRESS)  # ... and its torchrun agent
     args = p.parse_args(argv)
     try:
         args.fanouts = [int(f) for f in args.fanouts.split(",")]
@@ -222,6 +224,8 @@ class Progress:
         a = self.args
         if a.exit_at_step and self.step == a.exit_at_step and self.rank == a.exit_rank and self.restart == 0:
             log.error("exiting after step %d on request (--exit-at-step)", self.step)
+            if a.exit_kills_agent:  # a machine lost: the agent cannot restart this rank, the job shrinks
+                os.kill(os.getppid(), signal.SIGKILL)
             os._exit(3)
 
     def save_final(self, model):
@@ -316,8 +320,9 @@ def run_fullgraph(args, rank, world):
 
 
 def partition_dir(args, world) -> Path:
-    return Path(args.partition_dir or f"/tmp/seastar-partitions/{args.dataset}"
-                f"{synthetic_key(args)}-{world}-{args.method}")
+    if args.partition_dir:  # "{parts}" in it: one folder per part count (a job whose world size changes)
+        return Path(args.partition_dir.replace("{parts}", str(world)))
+    return Path(f"/tmp/seastar-partitions/{args.dataset}{synthetic_key(args)}-{world}-{args.method}")
 
 
 def ensure_partition(args, rank, world) -> Path:
