@@ -46,6 +46,8 @@ from torch import nn
 from seastar.distributed import launch  # noqa: E402
 from seastar.distributed.checkpoint import (Checkpointer, gather_objects, load_agreed, restart_count,  # noqa: E402
                                             rng_state, set_rng_state)
+from seastar.distributed.feature_cache import (CachedFeatures, capacity_rows, epoch_report,  # noqa: E402
+                                               hot_by_degree, hot_by_sampling)
 from seastar.distributed.fullgraph import PartitionedGraph, PartitionParallel, allreduce_gradients  # noqa: E402
 from seastar.distributed.minibatch import (DistributedNeighborLoader, PartitionedFeatures,  # noqa: E402
                                            PartitionNeighborLoader, shared_dataset)
@@ -76,6 +78,13 @@ def parse_args(argv=None):
     p.add_argument("--features", choices=["shared", "partitioned"], default="shared",
                    help="minibatch: every machine maps all features (shared), or each rank keeps its part's rows "
                         "and fetches remote ones per batch (partitioned; seeds are then the rank's own part's)")
+    cache = p.add_mutually_exclusive_group()
+    cache.add_argument("--cache-fraction", type=float, help="partitioned features: cache this share of the remote "
+                                                             "rows (the hottest)")
+    cache.add_argument("--cache-rows", type=int, help="partitioned features: cache this many remote rows")
+    cache.add_argument("--cache-bytes", type=int, help="partitioned features: cache this many bytes of remote rows")
+    p.add_argument("--cache-policy", choices=["degree", "sampling"], default="degree",
+                   help="which remote rows the cache holds: highest out-degree, or most read by a sampling pass")
     p.add_argument("--shared-file", help="minibatch: the dataset file mapped by the processes of a machine "
                                          "(default under /dev/shm)")
     p.add_argument("--threads", type=int, default=1, help="torch/OpenMP threads per process (0: torch's default)")
@@ -104,6 +113,9 @@ def parse_args(argv=None):
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if not 0.0 <= args.dropout < 1.0:
         p.error(f"--dropout must be in [0, 1), got {args.dropout}")
+    if args.features != "partitioned" and (args.cache_fraction is not None or args.cache_rows is not None or
+                                           args.cache_bytes is not None):
+        p.error("a feature cache (--cache-fraction/--cache-rows/--cache-bytes) needs --features partitioned")
     if not 0.0 < args.train_fraction < 1.0:
         p.error(f"--train-fraction must be in (0, 1), got {args.train_fraction}")
     return args
@@ -334,6 +346,23 @@ def ensure_partition(args, rank, world) -> Path:
     return part_dir
 
 
+def with_cache(args, graph, feats, y, seeds):
+    """``feats`` behind a cache of hot remote rows when a cache size was given."""
+    if args.cache_fraction is None and args.cache_rows is None and args.cache_bytes is None:
+        return feats
+    rows = capacity_rows(feats, rows=args.cache_rows, nbytes=args.cache_bytes, fraction=args.cache_fraction)
+    if args.cache_policy == "degree":
+        hot = hot_by_degree(graph, feats, rows)
+    else:  # a pass over one epoch's samples (the probe loader fetches nothing)
+        probe = PartitionNeighborLoader(graph, feats, y, seeds, args.fanouts, batch_size=args.batch_size,
+                                        seed=args.seed, prefetch=0)
+        hot = hot_by_sampling(probe, feats, rows)
+    cached = CachedFeatures(feats, hot)
+    log.info("feature cache: %d remote rows (%.2f MB), chosen by %s", cached.stats["cache_rows"],
+             cached.stats["cache_bytes"] / 1e6, args.cache_policy)
+    return cached
+
+
 def run_minibatch(args, rank, world):
     partitioned = args.features == "partitioned"
     shared = Path(args.shared_file or f"/dev/shm/seastar-{args.dataset}"
@@ -353,8 +382,10 @@ def run_minibatch(args, rank, world):
         part_dir = ensure_partition(args, rank, world)
         feats = PartitionedFeatures.from_partition(part_dir)
         part = ss.distributed.load_partition(part_dir, rank, world_size=world)
-        loader = PartitionNeighborLoader(ds.graph, feats, ds.y, part.owned[part.node_data["train_mask"]],
-                                         args.fanouts, batch_size=args.batch_size, seed=args.seed, prefetch=2)
+        seeds = part.owned[part.node_data["train_mask"]]
+        feats = with_cache(args, ds.graph, feats, ds.y, seeds)
+        loader = PartitionNeighborLoader(ds.graph, feats, ds.y, seeds, args.fanouts, batch_size=args.batch_size,
+                                         seed=args.seed, prefetch=2)
     else:
         loader = DistributedNeighborLoader(ds, args.fanouts, batch_size=args.batch_size, input_nodes=ds.train_mask,
                                            seed=args.seed, prefetch=2)
@@ -382,6 +413,7 @@ def run_minibatch(args, rank, world):
             total, count, consumed = 0.0, 0, []
         next_batch = loader.start
         ddp.train()
+        fetched0 = dict(feats.stats) if partitioned else {}
         t0, c0 = time.perf_counter(), time.process_time()
         for b in ss.progress.bar(loader, desc=f"epoch {epoch}", disable=rank != 0 or not sys.stderr.isatty()):
             opt.zero_grad()
@@ -405,10 +437,18 @@ def run_minibatch(args, rank, world):
         dist.all_reduce(t)
         row = dict(epoch=epoch, loss=t[0].item() / t[1].item(), epoch_s=epoch_s, epoch_cpu_s=epoch_cpu_s,
                    waited_s=loader.stats["wait_s"], sampling_s=loader.stats["sample_s"], world_size=world)
+        if partitioned:  # this epoch's remote rows, summed over the ranks
+            rep = epoch_report(feats.stats, fetched0)
+            t = torch.tensor([rep["remote_rows"], rep["hits"], rep["bytes_received"]], dtype=torch.float64)
+            dist.all_reduce(t)
+            row.update(remote_rows=int(t[0]), cache_hits=int(t[1]), remote_bytes=int(t[2]),
+                       hit_rate=float(t[1] / t[0]) if t[0] else 0.0)
         history.append(row)
         if rank == 0:
+            fetched = (f", remote rows {row['remote_rows']}, {row['remote_bytes'] / 1e6:.2f} MB received, cache hit "
+                       f"rate {row['hit_rate']:.3f}") if partitioned else ""
             print(f"epoch {epoch:3d}  loss {row['loss']:.4f}  {epoch_s * 1e3:.0f} ms (waited for batches "
-                  f"{row['waited_s'] * 1e3:.0f} ms)", flush=True)
+                  f"{row['waited_s'] * 1e3:.0f} ms{fetched})", flush=True)
     progress.save_final(model)
     acc = {}
     x = ds.x
