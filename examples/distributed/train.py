@@ -57,7 +57,10 @@ log = logging.getLogger("seastar.examples.distributed")
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mode", choices=["minibatch", "fullgraph"], required=True)
+    p.add_argument("--mode", choices=["minibatch", "fullgraph", "auto"], required=True,
+                   help="auto: seastar.distributed.plan picks the mode and the feature placement from a cost model "
+                        "calibrated on this machine")
+    p.add_argument("--memory-per-process", type=float, help="auto: MB a process may use (default: no limit)")
     p.add_argument("--dataset", choices=["cora", "citeseer", "synthetic"], default="cora")
     p.add_argument("--model", choices=["gcn", "gat", "sage"], default="sage")
     p.add_argument("--epochs", type=int, default=20)
@@ -113,7 +116,7 @@ def parse_args(argv=None):
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if not 0.0 <= args.dropout < 1.0:
         p.error(f"--dropout must be in [0, 1), got {args.dropout}")
-    if args.features != "partitioned" and (args.cache_fraction is not None or args.cache_rows is not None or
+    if args.features != "partitioned" and args.mode != "auto" and (args.cache_fraction is not None or args.cache_rows is not None or
                                            args.cache_bytes is not None):
         p.error("a feature cache (--cache-fraction/--cache-rows/--cache-bytes) needs --features partitioned")
     if not 0.0 < args.train_fraction < 1.0:
@@ -466,6 +469,33 @@ def run_minibatch(args, rank, world):
                 remote_feature_bytes=remote_bytes)
 
 
+def choose_mode(args, rank, world):
+    """--mode auto: every rank takes part in the calibration (its collectives are timed in
+    this job's process group), rank 0 plans, and every rank follows rank 0's choice."""
+    from seastar.distributed.calibrate import calibrate
+    from seastar.distributed.planner import plan
+
+    cal = calibrate()
+    chosen = [None]
+    if rank == 0:
+        spec = dict(kind=args.model, hidden=args.hidden, heads=args.heads if args.model == "gat" else 1,
+                    fanouts=tuple(args.fanouts), batch_size=args.batch_size,
+                    dtype_bytes=8 if args.dtype == "float64" else 4,
+                    cache_fraction=args.cache_fraction if args.cache_fraction is not None else 0.1)
+        p = plan(load(args), world, spec, memory_per_process=args.memory_per_process, calibration=cal)
+        print(p.table(), flush=True)
+        chosen = [dict(mode=p.choice["mode"], features=p.choice["features"],
+                       cache_fraction=p.choice.get("cache_fraction"), plan=json.loads(p.to_json()))]
+    dist.broadcast_object_list(chosen, src=0)
+    c = chosen[0]
+    args.mode, args.features = c["mode"], c["features"]
+    if c["mode"] == "minibatch" and c["features"] == "partitioned" and args.cache_rows is None and \
+            args.cache_bytes is None:
+        args.cache_fraction = c["cache_fraction"]
+    log.info("--mode auto chose %s (features %s)", args.mode, args.features)
+    return c["plan"]
+
+
 def main(argv=None):
     args = parse_args(argv)
     launch.rank_logging()
@@ -474,6 +504,7 @@ def main(argv=None):
     rank, world = launch.init_from_env(backend="gloo", timeout_s=args.timeout)
     try:
         t0 = time.perf_counter()
+        the_plan = choose_mode(args, rank, world) if args.mode == "auto" else None
         result = run_fullgraph(args, rank, world) if args.mode == "fullgraph" else run_minibatch(args, rank, world)
         peak = torch.tensor([peak_rss_mb()], dtype=torch.float64)
         peaks = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
@@ -482,6 +513,7 @@ def main(argv=None):
         log.error("a collective failed (%s): another rank has probably died or stalled; exiting", exc)
         os._exit(1)  # no teardown: it would wait for the lost rank
     result.update(args={k: v for k, v in vars(args).items()}, world_size=world, total_s=time.perf_counter() - t0,
+                  plan=the_plan,
                   peak_rss_mb=[p.item() for p in peaks])
     if rank == 0:
         h = result["history"]
