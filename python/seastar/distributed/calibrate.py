@@ -122,7 +122,8 @@ def collective_rates(group=None, small: int = 1, large: int = 1 << 20) -> dict:
     model from a message of ``small`` and one of ``large`` float32 values."""
     k = dist.get_world_size(group)
     if k < 2:
-        return dict(latency_s=0.0, bandwidth=float("inf"), backend=dist.get_backend(group), world_size=k)
+        return dict(latency_s=0.0, bandwidth=float("inf"), sync_s=0.0, skew=0.0, backend=dist.get_backend(group),
+                    world_size=k)
     times = []
     for n in (small, large):
         t = torch.ones(n)
@@ -141,7 +142,29 @@ def collective_rates(group=None, small: int = 1, large: int = 1 << 20) -> dict:
     bytes_large = large * 4
     transfer = max(times[1] - times[0], 1e-9)
     return dict(latency_s=latency, bandwidth=2 * (k - 1) / k * bytes_large / transfer,
-                backend=dist.get_backend(group), world_size=k)
+                **_skew(group), backend=dist.get_backend(group), world_size=k)
+
+
+def _skew(group, reps: int = 10) -> dict:
+    """How long a small all-reduce that follows compute waits, relative to that compute: ranks
+    that share cores, or a machine that other work loads, arrive apart, and the wait grows with
+    the work before it. ``skew`` = mean wait / mean compute before it (the largest rank's);
+    training pays about ``skew`` times its compute between collectives."""
+    a0 = torch.randn(256, 256)
+    t = torch.ones(1)
+    waits, work = [], []
+    for _ in range(reps):
+        a = a0
+        c0 = time.perf_counter()
+        for _ in range(8):  # a few ms of work, as between a step's collectives
+            a = torch.tanh(a @ a) * 0.5
+        t0 = time.perf_counter()
+        dist.all_reduce(t, group=group)
+        waits.append(time.perf_counter() - t0)
+        work.append(t0 - c0)
+    m = torch.tensor([sum(waits) / len(waits), sum(work) / len(work)], dtype=torch.float64)
+    dist.all_reduce(m, op=dist.ReduceOp.MAX, group=group)
+    return dict(sync_s=float(m[0]), skew=float(m[0] / m[1]))
 
 
 def _collectives_rank(rank, world, out):
@@ -163,7 +186,7 @@ def calibrate(spawn_collectives: bool = True, world_size: int = 2, group=None) -
             launch.spawn(_collectives_rank, world_size, args=(d,), timeout_s=120)
             cal.update(torch.load(os.path.join(d, "cal.pt")))
     else:
-        cal.update(latency_s=None, bandwidth=None, backend=None, world_size=None)
+        cal.update(latency_s=None, bandwidth=None, sync_s=None, skew=None, backend=None, world_size=None)
     cal["calibration_s"] = time.perf_counter() - t0
     log.info("calibration: aggregation %.3g edge-features/s, GEMM %.3g multiply-adds/s, sampling %.3g edges/s, "
              "all-reduce latency %s, bandwidth %s", cal["aggregation_rate"], cal["gemm_rate"], cal["sampling_rate"],

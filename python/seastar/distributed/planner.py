@@ -15,11 +15,13 @@ the plan), the data's sizes from the data itself, and a mini-batch's sizes from 
 few batches of the data with the model's fanouts. Per epoch, with ``k`` processes:
 
 * compute of a layer: ``aggregated edge x features / aggregation_rate + multiply-adds /
-  gemm_rate`` (both rates are forward and backward), plus a fixed ``step_overhead_s`` per
-  optimizer step; when the processes (and their loader threads) want more cores than the
+  gemm_rate`` (both rates are forward and backward), scaled and offset by a fit of real
+  optimizer steps of the model's own layers on two random graphs (``fit_step``); when the processes (and their loader threads) want more cores than the
   machine has, compute stretches by that ratio;
 * all-reduce of ``B`` bytes (ring): ``2 (k-1) latency + 2 (k-1)/k B / bandwidth``; an
-  all-to-all sending ``B`` bytes per rank: ``(k-1) latency + B / bandwidth``;
+  all-to-all sending ``B`` bytes per rank: ``(k-1) latency + B / bandwidth``; and, with
+  ``k > 1``, the wait for the slowest rank at the collectives: ``skew`` (measured) times the
+  compute of the step;
 * mini-batch: ``ceil(ceil(T / k) / b)`` steps; each samples (``edges / sampling_rate``),
   gathers its input rows (``bytes / gather_rate``) or fetches their remote misses, computes,
   and all-reduces the gradients. The loader's thread samples and gathers beside the step
@@ -152,6 +154,58 @@ def _layers_time(m, widths, blocks, cal) -> tuple:
     return t, act
 
 
+def _make_layers(m: ModelSpec, widths):
+    from .. import nn as ssnn
+
+    convs = []
+    for i, (fin, fout, _, _) in enumerate(widths):
+        if m.kind == "sage":
+            convs.append(ssnn.SAGEConv(fin, fout))
+        elif m.kind == "gcn":
+            convs.append(ssnn.GCNConv(fin, fout))
+        else:
+            heads = m.heads if i + 1 < len(widths) else 1
+            convs.append(ssnn.GATConv(fin, fout // heads, heads=heads))
+    return torch.nn.ModuleList(convs)
+
+
+def fit_step(m: ModelSpec, widths, cal) -> dict:
+    """Times one optimizer step of the model's own layers on two random graphs and fits
+    ``seconds = step_fixed_s + step_scale * (the rates' compute estimate)``: what the rates
+    miss of a real step (activations, dropout, the loss, the optimizer, launch costs) as a fixed
+    part and a factor. A few seconds; run once per plan unless the calibration holds the fit."""
+    from ..graph import Graph
+    from .calibrate import _best
+
+    convs = _make_layers(m, widths)
+    opt = torch.optim.Adam(convs.parameters(), lr=0.01)
+    dtype = torch.float64 if m.dtype_bytes == 8 else torch.float32
+    convs = convs.to(dtype)
+    points = []
+    for n, e in ((300, 1500), (3000, 30000)):
+        g = torch.Generator().manual_seed(n)
+        graph = Graph.from_edge_index(torch.randint(0, n, (2, e), generator=g), num_nodes=n)
+        x = torch.randn(n, widths[0][0], generator=g, dtype=dtype)
+        y = torch.randint(0, widths[-1][1], (n,), generator=g)
+
+        def step():
+            opt.zero_grad()
+            h = x
+            for i, conv in enumerate(convs):
+                h = conv(graph, h)
+                if i + 1 < len(convs):
+                    h = torch.relu(h)
+            torch.nn.functional.cross_entropy(h, y).backward()
+            opt.step()
+
+        t = _best(step)
+        units, _ = _layers_time(m, widths, [(n, n, e + (n if m.kind == "gcn" else 0))] * len(widths), cal)
+        points.append((units, t))
+    (u0, t0), (u1, t1) = points
+    scale = max((t1 - t0) / max(u1 - u0, 1e-12), 1e-3)
+    return dict(step_fixed_s=max(t0 - scale * u0, 0.0), step_scale=scale)
+
+
 def _allreduce(nbytes: float, k: int, cal) -> float:
     if k < 2:
         return 0.0
@@ -240,6 +294,8 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     n, e = graph.num_nodes, int(ei.shape[1])
     out_deg = torch.bincount(ei[0], minlength=n)
     widths = _widths(m, f_in, classes)
+    if "step_fixed_s" not in cal or "step_scale" not in cal:
+        cal.update(fit_step(m, widths, cal))
     params = _num_params(widths)
     param_bytes = params * m.dtype_bytes
     base = cal["base_rss_mb"] * 2**20
@@ -258,7 +314,8 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     in_bytes = mb["input_rows"] * f_in * m.dtype_bytes
 
     def step_time(loader_s: float) -> float:
-        work = (compute + cal["step_overhead_s"]) * stretch
+        work = (cal["step_fixed_s"] + cal["step_scale"] * compute) * stretch
+        work *= 1 + (cal.get("skew") or 0.0) * (k > 1)
         if spare_core:  # the loader runs beside the step; only what exceeds it shows
             return work + grads + max(0.0, loader_s - work)
         return work + grads + loader_s * stretch
@@ -273,8 +330,7 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     cache_rows, hit = _cache_hit_rate(out_deg, k, m.cache_fraction)
     remote_rows = mb["input_rows"] * (k - 1) / k
     miss_bytes = remote_rows * (1 - hit) * f_in * m.dtype_bytes
-    fetch_s = 3 * _alltoall(0, k, cal) + _alltoall(miss_bytes, k, cal) - (k - 1) * cal["latency_s"] * (k > 1)
-    fetch_s = max(fetch_s, 0.0)
+    fetch_s = 2 * _alltoall(0, k, cal) + _alltoall(miss_bytes, k, cal)  # counts, ids, then rows
     rows.append(dict(candidate=f"mini-batch, partitioned features + cache ({m.cache_fraction:.0%} of remote rows, "
                                f"expected hit rate {hit:.0%})", mode="minibatch", features="partitioned",
                      cache_fraction=m.cache_fraction, expected_hit_rate=hit, steps=steps,
@@ -300,7 +356,8 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     fstretch = _stretch(k, cal, loader_threads=0)
     rows.append(dict(candidate=f"full-graph, {k} part{'s' if k > 1 else ''} ({halo_note}: {halo:.0f} rows)",
                      mode="fullgraph", features="partitioned", steps=1,
-                     epoch_s=(fcompute + cal["step_overhead_s"]) * fstretch + exchange + fgrads,
+                     epoch_s=(cal["step_fixed_s"] + cal["step_scale"] * fcompute) * fstretch
+                     * (1 + (cal.get("skew") or 0.0) * (k > 1)) + exchange + fgrads,
                      comm_s=exchange + fgrads,
                      comm_bytes=sum(2 * halo * fin * m.dtype_bytes for fin, _, _, _ in widths[1:])
                      + (2 * (k - 1) / k * param_bytes if k > 1 else 0),
