@@ -238,9 +238,10 @@ def _sampled_blocks(graph, train, m: ModelSpec, batch: int, batches: int = 4) ->
     return dict(blocks=blocks, input_rows=blocks[0][0], edges=edges_total / batches)
 
 
-def _stretch(k: int, cal, loader_threads: int) -> float:
-    """How much compute slows when k processes (and their loader threads) share the cores."""
-    want = k * (cal.get("threads", 1) + loader_threads)
+def _stretch(local: int, cal, loader_threads: int) -> float:
+    """How much compute slows when ``local`` processes of a machine (and their loader threads)
+    share its cores."""
+    want = local * (cal.get("threads", 1) + loader_threads)
     return max(1.0, want / max(1, cal.get("cores", os.cpu_count() or 1)))
 
 
@@ -268,13 +269,19 @@ def _cache_hit_rate(out_deg: torch.Tensor, k: int, fraction: float) -> tuple:
 
 
 def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] = None,
-         calibration: Optional[dict] = None, partition_report: Optional[dict] = None) -> Plan:
+         calibration: Optional[dict] = None, partition_report: Optional[dict] = None,
+         processes_per_machine: Optional[int] = None) -> Plan:
     """The cost model's plan (see the module doc). ``calibration``: the output of
     ``calibrate`` (measured now when None); ``partition_report``: ``read_report`` of a
-    partition at ``world_size`` parts (its halo sizes then replace the estimate)."""
+    partition at ``world_size`` parts (its halo sizes then replace the estimate);
+    ``processes_per_machine``: how many of the processes share a machine's cores (default:
+    all of them, one machine)."""
     k = int(world_size)
     if k < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
+    local = k if processes_per_machine is None else int(processes_per_machine)
+    if not 1 <= local <= k:
+        raise ValueError(f"processes_per_machine must be in [1, world_size={k}], got {processes_per_machine}")
     if memory_per_process is not None and memory_per_process <= 0:
         raise ValueError(f"memory_per_process must be a positive number of MB, got {memory_per_process}")
     m = ModelSpec.of(model_spec)
@@ -307,8 +314,8 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     steps = math.ceil(per_rank / m.batch_size)
     mb = _sampled_blocks(graph, train, m, max(1, math.ceil(per_rank / steps)))
     compute, act = _layers_time(m, widths, mb["blocks"], cal)
-    stretch = _stretch(k, cal, loader_threads=1)
-    spare_core = cal.get("cores", 1) >= k * (cal.get("threads", 1) + 1)
+    stretch = _stretch(local, cal, loader_threads=1)
+    spare_core = cal.get("cores", 1) >= local * (cal.get("threads", 1) + 1)
     sample_s = mb["edges"] / cal["sampling_rate"]
     grads = _allreduce(param_bytes, k, cal)
     in_bytes = mb["input_rows"] * f_in * m.dtype_bytes
@@ -353,7 +360,7 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     fcompute, fact = _layers_time(m, widths, blocks, cal)
     exchange = sum(2 * _alltoall(halo * fin * m.dtype_bytes, k, cal) for fin, _, _, _ in widths[1:])
     fgrads = _allreduce(param_bytes, k, cal)
-    fstretch = _stretch(k, cal, loader_threads=0)
+    fstretch = _stretch(local, cal, loader_threads=0)
     rows.append(dict(candidate=f"full-graph, {k} part{'s' if k > 1 else ''} ({halo_note}: {halo:.0f} rows)",
                      mode="fullgraph", features="partitioned", steps=1,
                      epoch_s=(cal["step_fixed_s"] + cal["step_scale"] * fcompute) * fstretch
@@ -377,5 +384,6 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
             r["reason"] = f"{r['epoch_s'] / choice['epoch_s']:.2f}x the chosen epoch time"
     inputs = dict(num_nodes=n, num_edges=e, in_features=f_in, classes=classes, train_count=train_count,
                   parameters=params, model=dataclasses.asdict(m), batch=mb, memory_per_process=memory_per_process,
-                  halo_rows=halo, compute_stretch=stretch, loader_beside_step=spare_core)
+                  halo_rows=halo, compute_stretch=stretch, loader_beside_step=spare_core,
+                  processes_per_machine=local)
     return Plan(world_size=k, rows=rows, choice=choice, calibration=cal, inputs=inputs)
