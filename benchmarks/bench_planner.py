@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "python"))
 
 import seastar as ss  # noqa: E402
 import torch  # noqa: E402
-from seastar.distributed.calibrate import calibrate  # noqa: E402
+from seastar.distributed.calibration import calibrate  # noqa: E402
 from seastar.distributed.planner import plan  # noqa: E402
 
 log = logging.getLogger("bench_planner")

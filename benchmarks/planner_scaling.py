@@ -24,7 +24,7 @@ sys.path.insert(0, str(HERE.parent / "python"))
 
 import seastar as ss  # noqa: E402
 import torch  # noqa: E402
-from seastar.distributed.calibrate import compute_rates  # noqa: E402
+from seastar.distributed.calibration import compute_rates  # noqa: E402
 from seastar.distributed.planner import plan  # noqa: E402
 
 

@@ -472,7 +472,7 @@ def run_minibatch(args, rank, world):
 def choose_mode(args, rank, world):
     """--mode auto: every rank takes part in the calibration (its collectives are timed in
     this job's process group), rank 0 plans, and every rank follows rank 0's choice."""
-    from seastar.distributed.calibrate import calibrate
+    from seastar.distributed.calibration import calibrate
     from seastar.distributed.planner import plan
 
     cal = calibrate()

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import seastar as ss
-from seastar.distributed.calibrate import compute_rates
+from seastar.distributed.calibration import compute_rates
 from seastar.distributed.planner import ModelSpec, _cache_hit_rate, _expected_halo, plan
 
 # a fixed machine: round numbers, so the hand counts below are exact

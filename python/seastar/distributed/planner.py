@@ -175,7 +175,7 @@ def fit_step(m: ModelSpec, widths, cal) -> dict:
     miss of a real step (activations, dropout, the loss, the optimizer, launch costs) as a fixed
     part and a factor. A few seconds; run once per plan unless the calibration holds the fit."""
     from ..graph import Graph
-    from .calibrate import _best
+    from .calibration import _best
 
     convs = _make_layers(m, widths)
     opt = torch.optim.Adam(convs.parameters(), lr=0.01)
@@ -286,7 +286,7 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
         raise ValueError(f"memory_per_process must be a positive number of MB, got {memory_per_process}")
     m = ModelSpec.of(model_spec)
     if calibration is None:
-        from .calibrate import calibrate
+        from .calibration import calibrate
         calibration = calibrate(world_size=max(2, k))
     cal = dict(calibration)
     missing = [key for key in ("aggregation_rate", "gemm_rate", "sampling_rate", "gather_rate", "step_overhead_s",
