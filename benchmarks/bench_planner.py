@@ -7,8 +7,9 @@ every candidate of ``seastar.distributed.plan`` run with ``examples/distributed/
 
 For each process count: one calibration (the compute rates in this process, the collectives
 in that many fresh processes), the plan, then each candidate trained for ``--epochs`` epochs
-(``torchrun --standalone``); the measured epoch is the mean of the epochs after the first
-(kernel compilation and first touch are left out). The JSON holds the calibration, every
+(``torchrun --standalone``); the measured epoch is the median of the epochs after the first
+(kernel compilation and first touch are left out; the median, because other work on a shared
+machine comes in bursts). The JSON holds the calibration (with the step fit), every
 candidate's prediction and measurement, the ratio, and whether the plan chose the faster mode
 where the measured times differ by more than 20%.
 """
@@ -67,7 +68,7 @@ def measure(a, row, world, work: Path) -> float:
     if r.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{(r.stdout + r.stderr)[-3000:]}")
     hist = json.loads(out.read_text())["history"]
-    return statistics.mean(h["epoch_s"] for h in hist[1:])
+    return statistics.median(h["epoch_s"] for h in hist[1:])
 
 
 def main(argv=None):
@@ -80,7 +81,7 @@ def main(argv=None):
     p.add_argument("--model", choices=["sage", "gcn", "gat"], default="sage")
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--worlds", default="1,2,3")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
@@ -112,7 +113,7 @@ def main(argv=None):
             chosen = next(r for r in rows if r["chosen"])
             others = sorted(r["measured_s"] for r in rows)
             clear = len(others) > 1 and others[1] > 1.2 * others[0]
-            results.append(dict(world_size=world, calibration=cal, rows=rows, chosen=chosen["candidate"],
+            results.append(dict(world_size=world, calibration=pl.calibration, rows=rows, chosen=chosen["candidate"],
                                 measured_fastest=fastest["candidate"],
                                 fastest_clearly_faster=clear, chose_fastest=chosen is fastest))
     report = dict(dataset=a.dataset, args=vars(a), machine_cores=cal.get("cores"), results=results,
