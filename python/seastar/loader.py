@@ -254,15 +254,19 @@ class NeighborLoader:
         self._x_table = x_table
         self._transfer = _batch_transfer.BatchTransfer(self.device, x_table, y)
         self.epoch = 0
+        self.start = 0  # the first batch index of the next iteration (resuming mid-epoch)
         self.stats = {}
 
     def __len__(self) -> int:
         n = self.seeds.numel()
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
-    def set_epoch(self, epoch: int) -> None:
-        """The epoch the next iteration samples (iterating advances it by one)."""
-        self.epoch = int(epoch)
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        """The epoch the next iteration samples (iterating advances it by one), from its batch
+        ``start`` on (a run resumed mid-epoch: batch ``i`` is sampled as it would have been)."""
+        if int(start) < 0:
+            raise ValueError(f"start must be a batch index >= 0, got {start}")
+        self.epoch, self.start = int(epoch), int(start)
 
     def _order(self, epoch: int) -> torch.Tensor:
         if not self.shuffle:
@@ -311,23 +315,25 @@ class NeighborLoader:
             yield sizes_vary(b)
 
     def _epoch(self):
-        epoch = self.epoch
-        self.epoch += 1
+        epoch, start = self.epoch, self.start
+        self.epoch, self.start = self.epoch + 1, 0
         batches = self._batches(epoch)
-        self.stats = {"epoch": epoch, "batches": len(batches), "sample_s": 0.0, "wait_s": 0.0}
+        if start > len(batches):
+            raise ValueError(f"epoch {epoch} has {len(batches)} batches; cannot start at batch {start}")
+        self.stats = {"epoch": epoch, "batches": len(batches) - start, "sample_s": 0.0, "wait_s": 0.0}
         self._transfer.begin()
         if self.prefetch == 0:
-            for i, s in enumerate(batches):
+            for i in range(start, len(batches)):
                 t0 = time.perf_counter()
-                b = self._make(epoch, i, s)
+                b = self._make(epoch, i, batches[i])
                 dt = time.perf_counter() - t0
                 self.stats["sample_s"] += dt
                 self.stats["wait_s"] += dt
                 yield b
             return
-        yield from self._iter_prefetched(epoch, batches)
+        yield from self._iter_prefetched(epoch, batches, start)
 
-    def _iter_prefetched(self, epoch: int, batches):
+    def _iter_prefetched(self, epoch: int, batches, start: int = 0):
         # `prefetch` slots: the producer takes one before it samples a batch and the training
         # loop gives it back when it takes that batch, so at most `prefetch` batches exist beside
         # the one being trained on (a bounded queue alone lets one more wait in the producer).
@@ -346,7 +352,7 @@ class NeighborLoader:
                 # the machine would take the cores of the training step it runs beside
                 _C.set_local_threads(max(1, _cores() - torch.get_num_threads()))
                 sampled = collections.deque()  # sampled, not yet gathered
-                i = 0
+                i = start
                 while i < len(batches) or sampled:
                     if stop.is_set():
                         return

@@ -1,7 +1,7 @@
 """examples/distributed/train.py under torchrun with 2 processes: full-graph mode trains and
 prints the final accuracy from rank 0, log lines carry the rank, mini-batches over partitioned
 features train, and a rank that dies makes the other exit with a clear message instead of
-hanging."""
+hanging; --mode auto plans (calibrating on both ranks) and trains in the chosen mode."""
 from __future__ import annotations
 
 import importlib.util
@@ -83,6 +83,24 @@ def test_a_dead_rank_stops_the_other(tmp_path):
     assert "final: test accuracy" not in out0
 
 
+def test_mode_auto_plans_and_trains(tmp_path):
+    """--mode auto: every rank calibrates, rank 0 prints the plan's table, and the job trains in
+    the chosen mode; the plan, with its measured calibration, is in the result."""
+    import json
+
+    r = _torchrun(["--mode", "auto", "--dataset", "cora", "--model", "sage", "--epochs", "2", "--batch-size", "35",
+                   "--method", PARTITIONER, "--partition-dir", str(tmp_path / "parts-{parts}"),
+                   "--shared-file", str(tmp_path / "cora.pt"), "--json", str(tmp_path / "r.json")])
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    assert "**chosen**" in r.stdout and "--mode auto chose" in out and "final: test accuracy" in r.stdout
+    result = json.loads((tmp_path / "r.json").read_text())
+    plan = result["plan"]
+    assert plan["world_size"] == 2 and len(plan["rows"]) == 3
+    assert plan["calibration"]["backend"] == "gloo" and plan["calibration"]["aggregation_rate"] > 0
+    assert result["args"]["mode"] == plan["choice"]["mode"]
+
+
 def test_bad_arguments():
     spec = importlib.util.spec_from_file_location("seastar_example_distributed_train", SCRIPT)
     example = importlib.util.module_from_spec(spec)
@@ -90,3 +108,7 @@ def test_bad_arguments():
     assert example.parse_args(["--mode", "minibatch", "--model", "gcn"]).model == "gcn"  # GCNConv takes blocks
     with pytest.raises(SystemExit):
         example.parse_args(["--mode", "fullgraph", "--epochs", "0"])
+    with pytest.raises(SystemExit):  # a feature cache needs partitioned features
+        example.parse_args(["--mode", "minibatch", "--cache-fraction", "0.1"])
+    with pytest.raises(SystemExit):
+        example.parse_args(["--mode", "minibatch", "--checkpoint-every", "0"])

@@ -9,6 +9,11 @@
   the processes of a machine through a memory-mapped file; or partitioned features fetched
   from their owners per batch (``PartitionedFeatures``).
 * ``launch``: process groups under torchrun or spawned on localhost, with timeouts.
+* ``Checkpointer``: checkpoints written atomically, the last K kept, resumed after a restart
+  (elastic under torchrun).
+* ``CachedFeatures``: a cache of the hot remote rows of partitioned features.
+* ``plan`` / ``calibrate``: a cost model of epoch time and memory per process, calibrated on
+  the machine, that picks the mode and the feature placement.
 
 Design and scaling model: docs/DISTRIBUTED.md.
 """
@@ -19,7 +24,8 @@ from .partition import Partition, assemble, load_partition, partition_graph, rea
 __all__ = ["Partition", "assemble", "load_partition", "partition_graph", "read_report",
            "HaloExchange", "PartitionedGraph", "PartitionParallel", "allreduce_gradients",
            "broadcast_parameters", "SeedShards", "shared_dataset", "DistributedNeighborLoader",
-           "PartitionedFeatures", "PartitionNeighborLoader", "launch"]
+           "PartitionedFeatures", "PartitionNeighborLoader", "launch", "Checkpointer", "CachedFeatures",
+           "hot_by_degree", "hot_by_sampling", "plan", "calibrate", "ModelSpec", "Plan"]
 
 
 def __getattr__(name):  # the torch.distributed parts load on first use
@@ -33,6 +39,18 @@ def __getattr__(name):  # the torch.distributed parts load on first use
                 "PartitionNeighborLoader"):
         from . import minibatch
         return getattr(minibatch, name)
+    if name == "Checkpointer":
+        from .checkpoint import Checkpointer
+        return Checkpointer
+    if name in ("CachedFeatures", "hot_by_degree", "hot_by_sampling"):
+        from . import feature_cache
+        return getattr(feature_cache, name)
+    if name in ("plan", "ModelSpec", "Plan"):
+        from . import planner
+        return getattr(planner, name)
+    if name == "calibrate":
+        from .calibration import calibrate
+        return calibrate
     if name == "launch":
         import importlib
         return importlib.import_module(".launch", __name__)

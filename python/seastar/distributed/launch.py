@@ -44,14 +44,19 @@ def init_process_group(rank: int, world_size: int, master_addr: str = "127.0.0.1
     """``torch.distributed.init_process_group`` over TCP with a bounded timeout."""
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in a world of {world_size} processes")
-    if backend is None:
-        backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() > 0 and \
-            os.environ.get("SEASTAR_DIST_BACKEND", "") != "gloo" else "gloo"
-        backend = os.environ.get("SEASTAR_DIST_BACKEND", backend)
+    backend = _backend(backend)
     os.environ.setdefault("RANK", str(rank))
     os.environ.setdefault("WORLD_SIZE", str(world_size))
     dist.init_process_group(backend, init_method=f"tcp://{master_addr}:{master_port}", rank=rank,
                             world_size=world_size, timeout=datetime.timedelta(seconds=timeout_s))
+
+
+def _backend(backend: Optional[str]) -> str:
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() > 0 and \
+            os.environ.get("SEASTAR_DIST_BACKEND", "") != "gloo" else "gloo"
+        backend = os.environ.get("SEASTAR_DIST_BACKEND", backend)
+    return backend
 
 
 def init_from_env(backend: Optional[str] = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple:
@@ -61,7 +66,17 @@ def init_from_env(backend: Optional[str] = None, timeout_s: float = DEFAULT_TIME
         raise RuntimeError(f"not started by torchrun: {', '.join(missing)} unset (run with torchrun "
                            f"--nproc_per_node=N, or set them for every process)")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    init_process_group(rank, world, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), backend, timeout_s)
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        # torchrun's agent hosts the store at MASTER_PORT and keeps it across restarts: the
+        # workers of a restarted try would read the addresses the dead workers left under the
+        # same keys and fail to connect, so each try keys its group under its own prefix
+        timeout = datetime.timedelta(seconds=timeout_s)
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False,
+                              timeout=timeout)
+        store = dist.PrefixStore(f"seastar/try-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}-of-{world}", store)
+        dist.init_process_group(_backend(backend), store=store, rank=rank, world_size=world, timeout=timeout)
+    else:
+        init_process_group(rank, world, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), backend, timeout_s)
     return rank, world
 
 

@@ -57,8 +57,59 @@ class SeedShards:
         """``num_batches`` batches (sizes within one of each other) covering this rank's share."""
         return list(torch.tensor_split(self.share(epoch), self.num_batches))
 
+    def order(self, epoch: int) -> torch.Tensor:
+        """The epoch's permutation of all seeds (the same on every rank and at any world size)."""
+        g = torch.Generator().manual_seed(_mix(self.seed, epoch))
+        return self.seeds[torch.randperm(self.seeds.numel(), generator=g)]
 
-class DistributedNeighborLoader(NeighborLoader):
+
+def redeal(order: torch.Tensor, consumed: torch.Tensor, rank: int, world_size: int, batch_size: int,
+           num_batches: Optional[int] = None) -> List[torch.Tensor]:
+    """This rank's batches of the seeds of ``order`` not in ``consumed``, dealt round-robin in
+    ``order``'s order over ``world_size`` ranks: what is left of an epoch after a restart with
+    another world size. Every rank gets the same number of batches (``num_batches``, by
+    default that of the largest share), so DDP's per-step all-reduce stays in step."""
+    left = order[~torch.isin(order, consumed.view(-1).to(order.dtype))]
+    share = left[rank::world_size]
+    if num_batches is None:
+        num_batches = -(-(-(-left.numel() // world_size)) // batch_size)
+    if num_batches == 0:
+        return []
+    return list(torch.tensor_split(share, num_batches))
+
+
+class _Resumable:
+    """Resuming a loader mid-epoch after a restart (mixed into the distributed loaders).
+
+    Same world size: the epoch continues at batch ``next_batch`` with exactly the batches and
+    sampling seeds the undisturbed run would have used. Another world size: the seeds the
+    epoch had not yet consumed (``consumed``, gathered from every rank at the checkpoint) are
+    dealt again over the new ranks; their sampling seeds are drawn from a stream of their own,
+    keyed by the old world size and position, so they never repeat a batch of the epoch."""
+
+    _redealt = None  # (epoch, batches, salt) while an epoch is re-dealt
+
+    def resume(self, epoch: int, next_batch: int, saved_world: int, consumed: torch.Tensor) -> None:
+        if saved_world == self.world_size:
+            self._redealt = None
+            self.set_epoch(epoch, start=next_batch)
+            return
+        batches = self._redeal(epoch, consumed)
+        self._redealt = (int(epoch), batches, (int(saved_world), int(next_batch)))
+        self.set_epoch(epoch)
+
+    def _batches(self, epoch: int) -> List[torch.Tensor]:
+        if self._redealt is not None and self._redealt[0] == epoch:
+            return self._redealt[1]
+        return self._dealt(epoch)
+
+    def _sample_seed(self, epoch: int, index: int) -> int:
+        if self._redealt is not None and self._redealt[0] == epoch:
+            return _mix(self.seed, epoch, index, self.rank, 1 + self._redealt[2][0], self._redealt[2][1])
+        return _mix(self.seed, epoch, index, self.rank)
+
+
+class DistributedNeighborLoader(_Resumable, NeighborLoader):
     """A NeighborLoader over this rank's SeedShards: ``batch_size`` is per rank (the global
     batch is ``world_size`` times larger); rank and world size default to the process group's.
     Sampling is seeded per (seed, epoch, batch, rank)."""
@@ -74,11 +125,11 @@ class DistributedNeighborLoader(NeighborLoader):
     def __len__(self) -> int:
         return self.shards.num_batches
 
-    def _batches(self, epoch: int) -> List[torch.Tensor]:
+    def _dealt(self, epoch: int) -> List[torch.Tensor]:
         return self.shards.batches(epoch)
 
-    def _sample_seed(self, epoch: int, index: int) -> int:
-        return _mix(self.seed, epoch, index, self.rank)
+    def _redeal(self, epoch: int, consumed: torch.Tensor) -> List[torch.Tensor]:
+        return redeal(self.shards.order(epoch), consumed, self.rank, self.world_size, self.batch_size)
 
 
 class SharedDataset:
@@ -179,7 +230,7 @@ class PartitionedFeatures:
         return out
 
 
-class PartitionNeighborLoader(NeighborLoader):
+class PartitionNeighborLoader(_Resumable, NeighborLoader):
     """Mini-batches of this rank's own training vertices (a part's owned seeds, shuffled per
     epoch), sampled on the whole graph structure, with the input features fetched through
     ``features`` (a PartitionedFeatures: local rows read, remote ones received). Every rank
@@ -193,7 +244,7 @@ class PartitionNeighborLoader(NeighborLoader):
         super().__init__((graph, None, None), num_neighbors, batch_size=batch_size, input_nodes=seeds, shuffle=True,
                          seed=seed, prefetch=prefetch, **kw)
         self.features, self.labels = features, y
-        self.rank = dist.get_rank()
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         most = torch.tensor([self.seeds.numel()])
         dist.all_reduce(most, op=dist.ReduceOp.MAX)
         if self.seeds.numel() == 0:
@@ -203,11 +254,18 @@ class PartitionNeighborLoader(NeighborLoader):
     def __len__(self) -> int:
         return self.num_batches
 
-    def _batches(self, epoch: int) -> List[torch.Tensor]:
+    def _dealt(self, epoch: int) -> List[torch.Tensor]:
         return list(torch.tensor_split(self._order(epoch), self.num_batches))
 
-    def _sample_seed(self, epoch: int, index: int) -> int:
-        return _mix(self.seed, epoch, index, self.rank)
+    def _redeal(self, epoch: int, consumed: torch.Tensor) -> List[torch.Tensor]:
+        # the seeds are this rank's own part's (the new partition's): what is left of them,
+        # in as many batches as the rank with the most left needs (a collective)
+        left = self._order(epoch)
+        left = left[~torch.isin(left, consumed.view(-1))]
+        most = torch.tensor([left.numel()])
+        dist.all_reduce(most, op=dist.ReduceOp.MAX)
+        n = -(-int(most) // self.batch_size)
+        return list(torch.tensor_split(left, n)) if n else []
 
     def _gather(self, b):
         b.x = self.features.fetch(b.input_nodes)  # every rank fetches its batches in order: a collective

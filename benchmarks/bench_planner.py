@@ -1,0 +1,133 @@
+#!/usr/bin/env python
+"""The planner's predicted epoch times against measured ones, for 1, 2 and 3 gloo processes:
+every candidate of ``seastar.distributed.plan`` run with ``examples/distributed/train.py``.
+
+    .venv/bin/python benchmarks/bench_planner.py --out benchmarks/results/planner.json
+    .venv/bin/python benchmarks/bench_planner.py --dataset synthetic --num-nodes 100000 --out ...
+
+For each process count: one calibration (the compute rates in this process, the collectives
+in that many fresh processes), the plan, then each candidate trained for ``--epochs`` epochs
+(``torchrun --standalone``); the measured epoch is the median of the epochs after the first
+(kernel compilation and first touch are left out; the median, because other work on a shared
+machine comes in bursts). The JSON holds the calibration (with the step fit), every
+candidate's prediction and measurement, the ratio, and whether the plan chose the faster mode
+where the measured times differ by more than 20%.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "python"))
+
+import seastar as ss  # noqa: E402
+import torch  # noqa: E402
+from seastar.distributed.calibration import calibrate  # noqa: E402
+from seastar.distributed.planner import plan  # noqa: E402
+
+log = logging.getLogger("bench_planner")
+
+
+def data_args(a) -> list:
+    if a.dataset == "cora":
+        return ["--dataset", "cora"]
+    return ["--dataset", "synthetic", "--num-nodes", str(a.num_nodes), "--avg-degree", str(a.avg_degree),
+            "--num-features", str(a.num_features), "--train-fraction", str(a.train_fraction)]
+
+
+def load(a):
+    if a.dataset == "cora":
+        ds = ss.datasets.load("cora")
+        ds.x = ds.x.to_dense() if ds.x.is_sparse else ds.x
+        return ds
+    return ss.datasets.synthetic_node_classification(a.num_nodes, avg_degree=a.avg_degree, num_features=a.num_features,
+                                                     train_fraction=a.train_fraction,
+                                                     val_fraction=min(0.2, (1 - a.train_fraction) / 2))
+
+
+def measure(a, row, world, work: Path) -> float:
+    out = work / f"{row['mode']}-{row['features']}-{world}.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
+           str(ROOT / "examples" / "distributed" / "train.py"), "--mode", row["mode"], "--model", a.model,
+           "--hidden", str(a.hidden), "--batch-size", str(a.batch_size), "--epochs", str(a.epochs),
+           "--method", "random", "--partition-dir", str(work / "parts-{parts}"),
+           "--shared-file", str(work / f"data-{row['features']}.pt"), "--json", str(out)] + data_args(a)
+    if row["mode"] == "minibatch":
+        cmd += ["--features", row["features"]]
+        if row["features"] == "partitioned":
+            cmd += ["--cache-fraction", str(row["cache_fraction"])]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
+    if r.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{(r.stdout + r.stderr)[-3000:]}")
+    hist = json.loads(out.read_text())["history"]
+    return statistics.median(h["epoch_s"] for h in hist[1:])
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", choices=["cora", "synthetic"], default="cora")
+    p.add_argument("--num-nodes", type=int, default=100_000)
+    p.add_argument("--avg-degree", type=float, default=10.0)
+    p.add_argument("--num-features", type=int, default=64)
+    p.add_argument("--train-fraction", type=float, default=0.05)
+    p.add_argument("--model", choices=["sage", "gcn", "gat"], default="sage")
+    p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--worlds", default="1,2,3")
+    p.add_argument("--out", required=True)
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    torch.set_num_threads(1)  # as each process of the example runs
+    ds = load(a)
+    compute = None
+    results = []
+    worlds = [int(w) for w in a.worlds.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        for world in ss.progress.bar(worlds, desc="process counts"):
+            cal = calibrate(world_size=max(2, world))
+            if compute is None:
+                compute = {k: cal[k] for k in ("aggregation_rate", "gemm_rate", "sampling_rate", "gather_rate",
+                                               "step_overhead_s")}
+            cal.update(compute)  # the same compute rates for every count: only the collectives differ
+            spec = dict(kind=a.model, hidden=a.hidden, batch_size=a.batch_size)
+            pl = plan(ds, world, spec, calibration=cal)
+            log.info("\n%s", pl.table())
+            rows = []
+            for row in pl.rows:
+                measured = measure(a, row, world, Path(tmp))
+                rows.append(dict(candidate=row["candidate"], mode=row["mode"], features=row["features"],
+                                 predicted_s=row["epoch_s"], measured_s=measured, ratio=row["epoch_s"] / measured,
+                                 predicted_peak_mb=row["peak_mb"], chosen=row is pl.choice))
+                log.info("%d processes, %s: predicted %.1f ms, measured %.1f ms", world, row["candidate"],
+                         row["epoch_s"] * 1e3, measured * 1e3)
+            fastest = min(rows, key=lambda r: r["measured_s"])
+            chosen = next(r for r in rows if r["chosen"])
+            others = sorted(r["measured_s"] for r in rows)
+            clear = len(others) > 1 and others[1] > 1.2 * others[0]
+            results.append(dict(world_size=world, calibration=pl.calibration, rows=rows, chosen=chosen["candidate"],
+                                measured_fastest=fastest["candidate"],
+                                fastest_clearly_faster=clear, chose_fastest=chosen is fastest))
+    report = dict(dataset=a.dataset, args=vars(a), machine_cores=cal.get("cores"), results=results,
+                  within_30_percent=sum(abs(r["ratio"] - 1) <= 0.3 for res in results for r in res["rows"]),
+                  candidates=sum(len(res["rows"]) for res in results))
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(report, indent=2, default=str))
+    for res in results:
+        for r in res["rows"]:
+            print(f"{res['world_size']} | {r['candidate'][:60]:60s} | predicted {r['predicted_s'] * 1e3:8.1f} ms | "
+                  f"measured {r['measured_s'] * 1e3:8.1f} ms | ratio {r['ratio']:.2f}{' | chosen' if r['chosen'] else ''}")
+        print(f"  measured fastest: {res['measured_fastest']}; plan chose it: {res['chose_fastest']} "
+              f"(clear margin > 20%: {res['fastest_clearly_faster']})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,389 @@
+"""Picks how to train on ``world_size`` processes from a cost model of time and memory.
+
+    p = seastar.distributed.plan(ds, world_size=2, model_spec={"kind": "sage", "hidden": 32},
+                                 memory_per_process=4096)
+    print(p.table())          # every candidate: epoch time, peak memory per process, why (not)
+    p.choice                  # {"mode": "minibatch", "features": "shared", ...}
+
+Candidates: mini-batch with replicated (mapped) features; mini-batch with partitioned
+features and a cache of hot remote rows; full-graph partition-parallel at ``world_size``
+parts. The choice is the fastest predicted epoch among those that fit in
+``memory_per_process`` (MB; None: all fit).
+
+The model's inputs are measured: the machine's rates come from ``calibrate`` (written into
+the plan), the data's sizes from the data itself, and a mini-batch's sizes from sampling a
+few batches of the data with the model's fanouts. Per epoch, with ``k`` processes:
+
+* compute of a layer: ``aggregated edge x features / aggregation_rate + multiply-adds /
+  gemm_rate`` (both rates are forward and backward), scaled and offset by a fit of real
+  optimizer steps of the model's own layers on two random graphs (``fit_step``); when the processes (and their loader threads) want more cores than the
+  machine has, compute stretches by that ratio;
+* all-reduce of ``B`` bytes (ring): ``2 (k-1) latency + 2 (k-1)/k B / bandwidth``; an
+  all-to-all sending ``B`` bytes per rank: ``(k-1) latency + B / bandwidth``; and, with
+  ``k > 1``, the wait for the slowest rank at the collectives: ``skew`` (measured) times the
+  compute of the step;
+* mini-batch: ``ceil(ceil(T / k) / b)`` steps; each samples (``edges / sampling_rate``),
+  gathers its input rows (``bytes / gather_rate``) or fetches their remote misses, computes,
+  and all-reduces the gradients. The loader's thread samples and gathers beside the step
+  when a core is free for it, else in turn with it;
+* partitioned features: remote input rows ``(k-1)/k`` of a batch's inputs; the cache's hit rate is
+  the share of the remote vertices' out-edges that the cached (highest out-degree) vertices
+  hold: a sampler reaches a vertex once per out-edge into the frontier;
+* full-graph: one step over the largest part (``E / k`` in-edges; ``N / k`` owned rows and its
+  halo), a halo exchange forward and backward per layer after the first, one all-reduce of the
+  gradients. The halo is the partition's own (``partition_report``) when given, else its
+  expectation under a random assignment: ``sum over u of (k-1)/k (1 - (1 - 1/k)^outdeg(u))``.
+* memory per process: the measured process base (torch and seastar) + graph structure
+  (edge list and the sampler's CSC/CSR) + the feature rows the process holds + a batch's or
+  a part's activations kept for backward + parameters with Adam's two moments.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from typing import Dict, List, Optional
+
+import torch
+
+_KINDS = ("sage", "gcn", "gat")
+
+
+@dataclasses.dataclass
+class ModelSpec:
+    """What the cost model needs of the model and its training: ``kind`` (sage, gcn, gat),
+    ``hidden`` width (per head for GAT), ``heads``, ``fanouts``, ``batch_size`` (seeds per rank
+    and step), ``dtype_bytes``, ``cache_fraction`` (of the remote rows, for the partitioned
+    candidate). ``in_features`` and ``classes`` come from the data unless given."""
+
+    kind: str = "sage"
+    hidden: int = 32
+    heads: int = 1
+    fanouts: tuple = (10, 5)
+    batch_size: int = 512
+    dtype_bytes: int = 4
+    cache_fraction: float = 0.1
+    in_features: Optional[int] = None
+    classes: Optional[int] = None
+
+    @classmethod
+    def of(cls, spec) -> "ModelSpec":
+        if isinstance(spec, ModelSpec):
+            return spec
+        if not isinstance(spec, dict):
+            raise TypeError(f"model_spec must be a dict or a ModelSpec, got {type(spec).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(spec) - names)
+        if unknown:
+            raise ValueError(f"model_spec has unknown keys {unknown}; known: {sorted(names)}")
+        m = cls(**spec)
+        if m.kind not in _KINDS:
+            raise ValueError(f"model_spec kind must be one of {_KINDS}, got {m.kind!r}")
+        m.fanouts = tuple(int(f) for f in m.fanouts)
+        for name in ("hidden", "heads", "batch_size", "dtype_bytes"):
+            if int(getattr(m, name)) < 1:
+                raise ValueError(f"model_spec {name} must be >= 1, got {getattr(m, name)}")
+        if not m.fanouts or any(f < 1 for f in m.fanouts):
+            raise ValueError(f"model_spec fanouts must be positive, got {m.fanouts}")
+        if not 0.0 <= m.cache_fraction <= 1.0:
+            raise ValueError(f"model_spec cache_fraction must be in [0, 1], got {m.cache_fraction}")
+        return m
+
+
+@dataclasses.dataclass
+class Plan:
+    """The candidates (``rows``), the chosen one (``choice``), and every input of the model."""
+
+    world_size: int
+    rows: List[dict]
+    choice: dict
+    calibration: dict
+    inputs: dict
+
+    def table(self) -> str:
+        lines = [f"plan for {self.world_size} processes "
+                 f"({self.inputs['num_nodes']} vertices, {self.inputs['num_edges']} edges):",
+                 "| candidate | epoch, predicted | steps | communication / epoch | peak memory / process | |",
+                 "| --- | --- | --- | --- | --- | --- |"]
+        for r in self.rows:
+            mark = "**chosen**: " if r is self.choice else ""
+            lines.append(f"| {r['candidate']} | {r['epoch_s'] * 1e3:.1f} ms | {r['steps']} | "
+                         f"{r['comm_bytes'] / 1e6:.2f} MB, {r['comm_s'] * 1e3:.1f} ms | {r['peak_mb']:.0f} MB | "
+                         f"{mark}{r['reason']} |")
+        return "\n".join(lines)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, default=str)
+
+
+def _data_arrays(data):
+    graph = data.graph
+    ei = graph.edge_index
+    x = getattr(data, "x", None)
+    num_features = int(x.shape[1]) if x is not None else int(getattr(data, "num_features"))
+    train = getattr(data, "train_mask", None)
+    train_count = int(train.sum()) if train is not None else graph.num_nodes
+    y = getattr(data, "y", None)
+    classes = int(getattr(data, "num_classes", 0) or (int(y.max()) + 1 if y is not None else 2))
+    return graph, ei, num_features, train_count, train, classes
+
+
+def _widths(m: ModelSpec, f_in: int, classes: int) -> List[tuple]:
+    """(in, out, aggregated width, projected rows: 'src' or 'dst') per layer."""
+    dims = [f_in, m.hidden * (m.heads if m.kind == "gat" else 1), classes]
+    out = []
+    for fin, fout in zip(dims[:-1], dims[1:]):
+        if m.kind == "sage":  # projects first when narrower (mean is linear): see SAGEConv
+            out.append((fin, fout, min(fin, fout), 2))
+        elif m.kind == "gcn":
+            out.append((fin, fout, fout, 1))
+        else:  # GAT: projection, then scores and a weighted sum over the edges
+            out.append((fin, fout, 2 * fout, 1))
+    return out
+
+
+def _layers_time(m, widths, blocks, cal) -> tuple:
+    """Compute seconds (forward + backward) of the layers over ``blocks`` [(src, dst, edges)]
+    and the bytes of activations they keep for backward."""
+    t, act = 0.0, 0
+    for (fin, fout, agg, gemms), (n_src, n_dst, edges) in zip(widths, blocks):
+        rows = n_src if gemms == 1 else n_dst  # GCN / GAT project the sources; SAGE its two GEMMs on dst rows
+        t += edges * agg / cal["aggregation_rate"] + gemms * rows * fin * fout / cal["gemm_rate"]
+        act += (n_src * min(fin, fout) + 2 * n_dst * fout) * m.dtype_bytes
+    return t, act
+
+
+def _make_layers(m: ModelSpec, widths):
+    from .. import nn as ssnn
+
+    convs = []
+    for i, (fin, fout, _, _) in enumerate(widths):
+        if m.kind == "sage":
+            convs.append(ssnn.SAGEConv(fin, fout))
+        elif m.kind == "gcn":
+            convs.append(ssnn.GCNConv(fin, fout))
+        else:
+            heads = m.heads if i + 1 < len(widths) else 1
+            convs.append(ssnn.GATConv(fin, fout // heads, heads=heads))
+    return torch.nn.ModuleList(convs)
+
+
+def fit_step(m: ModelSpec, widths, cal) -> dict:
+    """Times one optimizer step of the model's own layers on two random graphs and fits
+    ``seconds = step_fixed_s + step_scale * (the rates' compute estimate)``: what the rates
+    miss of a real step (activations, dropout, the loss, the optimizer, launch costs) as a fixed
+    part and a factor. A few seconds; run once per plan unless the calibration holds the fit."""
+    from ..graph import Graph
+    from .calibration import _best
+
+    convs = _make_layers(m, widths)
+    opt = torch.optim.Adam(convs.parameters(), lr=0.01)
+    dtype = torch.float64 if m.dtype_bytes == 8 else torch.float32
+    convs = convs.to(dtype)
+    points = []
+    for n, e in ((300, 1500), (3000, 30000)):
+        g = torch.Generator().manual_seed(n)
+        graph = Graph.from_edge_index(torch.randint(0, n, (2, e), generator=g), num_nodes=n)
+        x = torch.randn(n, widths[0][0], generator=g, dtype=dtype)
+        y = torch.randint(0, widths[-1][1], (n,), generator=g)
+
+        def step():
+            opt.zero_grad()
+            h = x
+            for i, conv in enumerate(convs):
+                h = conv(graph, h)
+                if i + 1 < len(convs):
+                    h = torch.relu(h)
+            torch.nn.functional.cross_entropy(h, y).backward()
+            opt.step()
+
+        t = _best(step)
+        units, _ = _layers_time(m, widths, [(n, n, e + (n if m.kind == "gcn" else 0))] * len(widths), cal)
+        points.append((units, t))
+    (u0, t0), (u1, t1) = points
+    scale = max((t1 - t0) / max(u1 - u0, 1e-12), 1e-3)
+    return dict(step_fixed_s=max(t0 - scale * u0, 0.0), step_scale=scale)
+
+
+def _allreduce(nbytes: float, k: int, cal) -> float:
+    if k < 2:
+        return 0.0
+    return 2 * (k - 1) * cal["latency_s"] + 2 * (k - 1) / k * nbytes / cal["bandwidth"]
+
+
+def _alltoall(nbytes: float, k: int, cal) -> float:
+    return 0.0 if k < 2 else (k - 1) * cal["latency_s"] + nbytes / cal["bandwidth"]
+
+
+def _num_params(widths) -> int:
+    return sum(2 * fin * fout + fout for fin, fout, _, _ in widths)  # lin and root/attention, bias
+
+
+def _sampled_blocks(graph, train, m: ModelSpec, batch: int, batches: int = 4) -> dict:
+    """Mean sizes of a batch of ``batch`` seeds: per block (sources, destinations, edges) and
+    its sampled edges, from ``batches`` batches sampled on the data."""
+    from ..loader import sample_blocks
+
+    seeds = train.nonzero().view(-1) if train is not None else torch.arange(graph.num_nodes)
+    g = torch.Generator().manual_seed(0)
+    sums, edges_total = None, 0
+    for i in range(batches):
+        s = seeds[torch.randperm(seeds.numel(), generator=g)[:batch]]
+        b = sample_blocks(graph, s, list(m.fanouts), seed=i)
+        sizes = [(blk.num_src, blk.num_dst, blk.num_edges) for blk in b.blocks]
+        edges_total += sum(e for _, _, e in sizes)
+        sums = sizes if sums is None else [tuple(a + c for a, c in zip(x, y)) for x, y in zip(sums, sizes)]
+    blocks = [tuple(v / batches for v in s) for s in sums]
+    return dict(blocks=blocks, input_rows=blocks[0][0], edges=edges_total / batches)
+
+
+def _stretch(local: int, cal, loader_threads: int) -> float:
+    """How much compute slows when ``local`` processes of a machine (and their loader threads)
+    share its cores."""
+    want = local * (cal.get("threads", 1) + loader_threads)
+    return max(1.0, want / max(1, cal.get("cores", os.cpu_count() or 1)))
+
+
+def _expected_halo(out_deg: torch.Tensor, k: int) -> float:
+    if k < 2:
+        return 0.0
+    d = out_deg.to(torch.float64)
+    return float(((k - 1) / k * (1 - (1 - 1 / k) ** d)).sum())
+
+
+def _cache_hit_rate(out_deg: torch.Tensor, k: int, fraction: float) -> tuple:
+    """(rows cached, expected hit rate) of a cache of the highest out-degree remote vertices:
+    a random vertex is remote with probability (k-1)/k, so the remote vertices are a random
+    sample of the rest and their out-degree distribution is the whole graph's."""
+    if k < 2:
+        return 0, 0.0
+    d = torch.sort(out_deg.to(torch.float64), descending=True).values
+    remote = d.numel() * (k - 1) / k
+    rows = int(round(fraction * remote))
+    if rows == 0 or float(d.sum()) == 0:
+        return rows, 0.0
+    # the top `rows` remote vertices hold the top `rows / remote` share of the out-degree mass
+    top = int(round(rows / remote * d.numel()))
+    return rows, float(d[:top].sum() / d.sum())
+
+
+def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] = None,
+         calibration: Optional[dict] = None, partition_report: Optional[dict] = None,
+         processes_per_machine: Optional[int] = None) -> Plan:
+    """The cost model's plan (see the module doc). ``calibration``: the output of
+    ``calibrate`` (measured now when None); ``partition_report``: ``read_report`` of a
+    partition at ``world_size`` parts (its halo sizes then replace the estimate);
+    ``processes_per_machine``: how many of the processes share a machine's cores (default:
+    all of them, one machine)."""
+    k = int(world_size)
+    if k < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    local = k if processes_per_machine is None else int(processes_per_machine)
+    if not 1 <= local <= k:
+        raise ValueError(f"processes_per_machine must be in [1, world_size={k}], got {processes_per_machine}")
+    if memory_per_process is not None and memory_per_process <= 0:
+        raise ValueError(f"memory_per_process must be a positive number of MB, got {memory_per_process}")
+    m = ModelSpec.of(model_spec)
+    if calibration is None:
+        from .calibration import calibrate
+        calibration = calibrate(world_size=max(2, k))
+    cal = dict(calibration)
+    missing = [key for key in ("aggregation_rate", "gemm_rate", "sampling_rate", "gather_rate", "step_overhead_s",
+                               "base_rss_mb", "latency_s", "bandwidth") if cal.get(key) is None]
+    if missing and (k > 1 or set(missing) - {"latency_s", "bandwidth"}):
+        raise ValueError(f"the calibration lacks {missing}: run seastar.distributed.calibrate() (with collectives "
+                         f"for world_size > 1)")
+    if partition_report is not None and len(partition_report.get("parts", [])) != k:
+        raise ValueError(f"partition_report has {len(partition_report.get('parts', []))} parts, world_size is {k}")
+    graph, ei, f_in, train_count, train, classes = _data_arrays(data)
+    f_in, classes = m.in_features or f_in, m.classes or classes
+    n, e = graph.num_nodes, int(ei.shape[1])
+    out_deg = torch.bincount(ei[0], minlength=n)
+    widths = _widths(m, f_in, classes)
+    if "step_fixed_s" not in cal or "step_scale" not in cal:
+        cal.update(fit_step(m, widths, cal))
+    params = _num_params(widths)
+    param_bytes = params * m.dtype_bytes
+    base = cal["base_rss_mb"] * 2**20
+    structure = e * 16 + (e + n) * 8 * 2  # edge list, and the C++ graph's CSC and CSR
+    rows = []
+
+    # mini-batch: steps per epoch and a batch's sizes at the batch each step really has
+    per_rank = math.ceil(train_count / k)
+    steps = math.ceil(per_rank / m.batch_size)
+    mb = _sampled_blocks(graph, train, m, max(1, math.ceil(per_rank / steps)))
+    compute, act = _layers_time(m, widths, mb["blocks"], cal)
+    stretch = _stretch(local, cal, loader_threads=1)
+    spare_core = cal.get("cores", 1) >= local * (cal.get("threads", 1) + 1)
+    sample_s = mb["edges"] / cal["sampling_rate"]
+    grads = _allreduce(param_bytes, k, cal)
+    in_bytes = mb["input_rows"] * f_in * m.dtype_bytes
+
+    def step_time(loader_s: float) -> float:
+        work = (cal["step_fixed_s"] + cal["step_scale"] * compute) * stretch
+        work *= 1 + (cal.get("skew") or 0.0) * (k > 1)
+        if spare_core:  # the loader runs beside the step; only what exceeds it shows
+            return work + grads + max(0.0, loader_s - work)
+        return work + grads + loader_s * stretch
+
+    gather_s = in_bytes / cal["gather_rate"]
+    rows.append(dict(candidate="mini-batch, replicated features", mode="minibatch", features="shared",
+                     steps=steps, epoch_s=steps * step_time(sample_s + gather_s), comm_s=steps * grads,
+                     comm_bytes=steps * (2 * (k - 1) / k * param_bytes if k > 1 else 0),
+                     peak_mb=(base + structure + n * f_in * m.dtype_bytes + 3 * in_bytes + act + 4 * param_bytes)
+                     / 2**20))
+
+    cache_rows, hit = _cache_hit_rate(out_deg, k, m.cache_fraction)
+    remote_rows = mb["input_rows"] * (k - 1) / k
+    miss_bytes = remote_rows * (1 - hit) * f_in * m.dtype_bytes
+    fetch_s = 2 * _alltoall(0, k, cal) + _alltoall(miss_bytes, k, cal)  # counts, ids, then rows
+    rows.append(dict(candidate=f"mini-batch, partitioned features + cache ({m.cache_fraction:.0%} of remote rows, "
+                               f"expected hit rate {hit:.0%})", mode="minibatch", features="partitioned",
+                     cache_fraction=m.cache_fraction, expected_hit_rate=hit, steps=steps,
+                     epoch_s=steps * step_time(sample_s + gather_s + fetch_s), comm_s=steps * (grads + fetch_s),
+                     comm_bytes=steps * (miss_bytes + (2 * (k - 1) / k * param_bytes if k > 1 else 0)),
+                     peak_mb=(base + structure + (math.ceil(n / k) + cache_rows) * f_in * m.dtype_bytes + 3 * in_bytes
+                              + act + 4 * param_bytes) / 2**20))
+
+    # full graph: the largest part
+    if partition_report is not None:
+        halo = max(p["halo"] for p in partition_report["parts"])
+        part_edges = max(p["in_edges"] for p in partition_report["parts"])
+        owned = max(p["owned"] for p in partition_report["parts"])
+        halo_note = "halo of the given partition"
+    else:
+        halo, part_edges, owned = _expected_halo(out_deg, k), e / k, n / k
+        halo_note = "halo expected of a random partition"
+    loops = owned if m.kind == "gcn" else 0
+    blocks = [(owned + halo, owned, part_edges + loops)] * len(widths)
+    fcompute, fact = _layers_time(m, widths, blocks, cal)
+    exchange = sum(2 * _alltoall(halo * fin * m.dtype_bytes, k, cal) for fin, _, _, _ in widths[1:])
+    fgrads = _allreduce(param_bytes, k, cal)
+    fstretch = _stretch(local, cal, loader_threads=0)
+    rows.append(dict(candidate=f"full-graph, {k} part{'s' if k > 1 else ''} ({halo_note}: {halo:.0f} rows)",
+                     mode="fullgraph", features="partitioned", steps=1,
+                     epoch_s=(cal["step_fixed_s"] + cal["step_scale"] * fcompute) * fstretch
+                     * (1 + (cal.get("skew") or 0.0) * (k > 1)) + exchange + fgrads,
+                     comm_s=exchange + fgrads,
+                     comm_bytes=sum(2 * halo * fin * m.dtype_bytes for fin, _, _, _ in widths[1:])
+                     + (2 * (k - 1) / k * param_bytes if k > 1 else 0),
+                     peak_mb=(base + structure / k + (owned + halo) * f_in * m.dtype_bytes + fact
+                              + 4 * param_bytes) / 2**20))
+
+    fits = [r for r in rows if memory_per_process is None or r["peak_mb"] <= memory_per_process]
+    choice = min(fits, key=lambda r: r["epoch_s"]) if fits else min(rows, key=lambda r: r["peak_mb"])
+    for r in rows:
+        if memory_per_process is not None and r["peak_mb"] > memory_per_process:
+            r["reason"] = f"does not fit: {r['peak_mb']:.0f} MB > {memory_per_process:.0f} MB per process"
+            if not fits and r is choice:
+                r["reason"] += "; nothing fits, this needs the least"
+        elif r is choice:
+            r["reason"] = "fastest predicted epoch" + (" that fits" if memory_per_process is not None else "")
+        else:
+            r["reason"] = f"{r['epoch_s'] / choice['epoch_s']:.2f}x the chosen epoch time"
+    inputs = dict(num_nodes=n, num_edges=e, in_features=f_in, classes=classes, train_count=train_count,
+                  parameters=params, model=dataclasses.asdict(m), batch=mb, memory_per_process=memory_per_process,
+                  halo_rows=halo, compute_stretch=stretch, loader_beside_step=spare_core,
+                  processes_per_machine=local)
+    return Plan(world_size=k, rows=rows, choice=choice, calibration=cal, inputs=inputs)

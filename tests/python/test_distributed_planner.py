@@ -1,0 +1,128 @@
+"""The planner: its formulas against hand counts on a fixed calibration (so the test does not
+depend on the machine's speed), the expected halo against simulated random partitions, its
+choice under a memory limit and on a slow network, its errors, and a real calibration with the
+step fit written into the plan. Predicted against measured epochs: benchmarks/bench_planner.py
+(timings on a shared machine are too noisy for a CI assertion)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import seastar as ss
+from seastar.distributed.calibration import compute_rates
+from seastar.distributed.planner import ModelSpec, _cache_hit_rate, _expected_halo, plan
+
+# a fixed machine: round numbers, so the hand counts below are exact
+CAL = dict(aggregation_rate=1e9, gemm_rate=1e10, sampling_rate=1e7, gather_rate=1e9, step_overhead_s=1e-3,
+           base_rss_mb=500.0, latency_s=1e-4, bandwidth=1e9, sync_s=0.0, skew=0.0, threads=1, cores=64,
+           step_fixed_s=2e-3, step_scale=1.0)
+
+
+class _Data:
+    def __init__(self, n=400, e=4000, f=16, classes=4, train=100, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        self.graph = ss.Graph.from_edge_index(torch.randint(0, n, (2, e), generator=g), num_nodes=n)
+        self.x = torch.randn(n, f, generator=g)
+        self.y = torch.randint(0, classes, (n,), generator=g)
+        self.train_mask = torch.zeros(n, dtype=torch.bool)
+        self.train_mask[torch.randperm(n, generator=g)[:train]] = True
+        self.num_classes = classes
+
+
+def test_fullgraph_single_process_is_the_hand_count():
+    d = _Data()
+    p = plan(d, 1, {"kind": "gcn", "hidden": 8}, calibration=CAL)
+    fg = next(r for r in p.rows if r["mode"] == "fullgraph")
+    n, e = 400, 4000
+    # GCN: project the sources (one GEMM of n x in x out), aggregate out-wide over e + n loops
+    compute = sum((e + n) * fout / 1e9 + n * fin * fout / 1e10 for fin, fout in ((16, 8), (8, 4)))
+    assert fg["epoch_s"] == pytest.approx(2e-3 + compute, rel=1e-12)
+    assert fg["comm_bytes"] == 0 and fg["comm_s"] == 0
+    assert p.calibration["aggregation_rate"] == 1e9  # the inputs are written into the plan
+    assert p.inputs["num_nodes"] == n and p.inputs["parameters"] == 2 * (16 * 8 + 8 * 4) + 8 + 4
+
+
+def test_fullgraph_communication_terms():
+    d = _Data()
+    k = 2
+    p = plan(d, k, {"kind": "gcn", "hidden": 8}, calibration=CAL)
+    fg = next(r for r in p.rows if r["mode"] == "fullgraph")
+    out_deg = torch.bincount(d.graph.edge_index[0], minlength=400).double()
+    halo = float((0.5 * (1 - 0.5 ** out_deg)).sum())
+    assert p.inputs["halo_rows"] == pytest.approx(halo, rel=1e-12)
+    params_bytes = (2 * (16 * 8 + 8 * 4) + 12) * 4
+    exchange = 2 * (1e-4 + halo * 8 * 4 / 1e9)  # the second layer's input rows, forward and back
+    grads = 2 * 1e-4 + params_bytes / 1e9
+    assert fg["comm_s"] == pytest.approx(exchange + grads, rel=1e-12)
+
+
+def test_expected_halo_and_hit_rate_against_simulation():
+    g = torch.Generator().manual_seed(0)
+    d = _Data(n=2000, e=20000)
+    out_deg = torch.bincount(d.graph.edge_index[0], minlength=2000)
+    k = 3
+    src, dst = d.graph.edge_index
+    halos = []
+    for s in range(20):  # random assignments: distinct remote sources of part 0's in-edges
+        part = torch.randint(0, k, (2000,), generator=g)
+        into0 = part[dst] == 0
+        halos.append(torch.unique(src[into0 & (part[src] != 0)]).numel())
+    assert _expected_halo(out_deg, k) == pytest.approx(sum(halos) / len(halos), rel=0.03)
+    rows, hit = _cache_hit_rate(out_deg, 1, 0.1)
+    assert (rows, hit) == (0, 0.0)
+    rows, hit = _cache_hit_rate(torch.tensor([10, 0, 0, 0, 0, 0, 0, 0, 0, 0]), 2, 0.2)
+    assert rows == 1 and hit == 1.0  # the one vertex with out-edges holds all of them
+
+
+def test_memory_limit_and_expensive_network_change_the_choice():
+    d = _Data(n=3000, e=30000, f=64, train=1500)
+    spec = {"kind": "sage", "hidden": 16, "batch_size": 64}
+    free = plan(d, 2, spec, calibration=CAL)
+    slow = plan(d, 2, spec, calibration=dict(CAL, latency_s=0.05))  # a network of 50 ms per message
+    assert slow.choice["mode"] == "fullgraph"  # one step per epoch: the fewest collectives
+    replicated = next(r for r in free.rows if r["features"] == "shared")
+    limit = replicated["peak_mb"] - 1e-3  # just too little for replicated features
+    tight = plan(d, 2, spec, memory_per_process=limit, calibration=CAL)
+    assert tight.choice["features"] != "shared" or tight.choice["mode"] == "fullgraph"
+    assert "does not fit" in next(r for r in tight.rows if r["features"] == "shared" and r["mode"] == "minibatch")["reason"]
+    none = plan(d, 2, spec, memory_per_process=1.0, calibration=CAL)
+    assert "nothing fits" in none.choice["reason"]
+    assert "chosen" in free.table() and free.to_json().startswith("{")
+
+
+def test_minibatch_steps_follow_the_share():
+    d = _Data(train=101)
+    p = plan(d, 3, {"kind": "sage", "hidden": 8, "batch_size": 10}, calibration=CAL)
+    assert all(r["steps"] == math.ceil(math.ceil(101 / 3) / 10) for r in p.rows if r["mode"] == "minibatch")
+
+
+@pytest.mark.parametrize("spec,match", [({"kind": "mlp"}, "kind"), ({"hidden": 0}, "hidden"),
+                                        ({"fanouts": (10, 0)}, "fanouts"), ({"layers": 2}, "unknown keys"),
+                                        ({"cache_fraction": 2.0}, "cache_fraction")])
+def test_bad_model_spec(spec, match):
+    with pytest.raises(ValueError, match=match):
+        ModelSpec.of(spec)
+
+
+def test_bad_arguments():
+    d = _Data()
+    with pytest.raises(ValueError, match="world_size"):
+        plan(d, 0, {}, calibration=CAL)
+    with pytest.raises(ValueError, match="memory_per_process"):
+        plan(d, 2, {}, memory_per_process=0, calibration=CAL)
+    with pytest.raises(ValueError, match="latency_s"):
+        plan(d, 2, {}, calibration=dict(CAL, latency_s=None))
+    with pytest.raises(TypeError, match="model_spec"):
+        plan(d, 2, "sage", calibration=CAL)
+
+
+def test_real_calibration_and_fit():
+    cal = compute_rates(num_nodes=2000, num_edges=20000, width=16)
+    for key in ("aggregation_rate", "gemm_rate", "sampling_rate", "gather_rate", "step_overhead_s", "base_rss_mb"):
+        assert cal[key] > 0 and math.isfinite(cal[key]), key
+    cal.update(latency_s=1e-4, bandwidth=1e9, skew=0.0)
+    p = plan(_Data(), 2, {"kind": "gat", "hidden": 4, "heads": 2}, calibration=cal)
+    assert p.calibration["step_scale"] > 0 and p.calibration["step_fixed_s"] >= 0  # the fit is in the plan
+    assert all(r["epoch_s"] > 0 and r["peak_mb"] > cal["base_rss_mb"] for r in p.rows)
