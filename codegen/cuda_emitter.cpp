@@ -15,12 +15,9 @@ namespace {
 constexpr int kReduceBlock = 256;               ///< threads per block of the partial-sum reduction
 constexpr int64_t kMaxChunks = 8192;            ///< blocks of centres of a parameter gradient
 constexpr int64_t kMaxScratch = int64_t(1) << 22;  ///< partial-sum elements of one traversal
-/// Blocks per SM that ptxas keeps resident for a hub-path traversal with an online softmax (at
-/// most 42 registers a thread): that combine (per-score maxima, rescaled partials) is the one
-/// that raises the register count, and registers spent on it, once per hub, would cost the
-/// occupancy of every centre's edge loop; the zoo's edge loops need at most 40. Sums and
-/// extremes combine in the registers their loop needs anyway, so they get no bound (a bound
-/// lets ptxas spend up to it).
+/// Blocks per SM that ptxas keeps resident for a hub-path traversal (at most 42 registers a
+/// thread): the hub combine, run once per hub, would otherwise raise the register count and
+/// cost the occupancy of every centre's edge loop; the zoo's edge loops need at most 40.
 constexpr int kHubMinBlocksPerSM = 3;
 /// Dynamic shared memory a block gets without opting in (cuFuncSetAttribute) on every device.
 constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
@@ -147,7 +144,6 @@ class CudaEmitter : public EmitterBase {
                   << (a.op == Op::agg_max ? ">" : "<") << " v) v = w; } " << a.acc << "[" << s << "] = v; }\n";
           break;
         case Op::agg_softmax_sum: {
-          hub_softmax_ = true;
           // the online softmax's partials (m_g, z_g, acc_g) rescaled to the largest m:
           // z = sum_g z_g exp(m_g - m), acc = sum_g acc_g exp(m_g - m); a partial whose m is the
           // largest scales by exactly 1 (also when every m is -inf: no exp(-inf + inf))
@@ -194,7 +190,6 @@ class CudaEmitter : public EmitterBase {
   Traversal body(const Kernel& k, std::ostringstream& fin) {
     begin_kernel(k);
     hub_unsupported_ = false;
-    hub_softmax_ = false;
     hub_smem_elems_ = 0;
     Traversal t;
     if (k.kind == Kernel::Kind::Traverse) {
@@ -431,7 +426,6 @@ class CudaEmitter : public EmitterBase {
   bool probe_ = false;
   bool hub_ = false;               ///< the kernel being emitted has the hub path
   bool hub_unsupported_ = false;   ///< its body has an accumulator the hub path cannot combine
-  bool hub_softmax_ = false;       ///< its hub combine rescales online-softmax partials
   int64_t hub_smem_elems_ = 0;     ///< shared-memory elements per thread of the hub combine
   int64_t width_ = 1, heads_ = 1;
   int gt_ = 1;
