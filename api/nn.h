@@ -23,7 +23,7 @@
 #include <memory>
 #include <ostream>
 
-#include "core/graph/graph_tensors.h"
+#include "core/graph/graph.h"
 #include "api/program.h"
 
 namespace seastar::nn {

@@ -30,9 +30,9 @@
 #include <vector>
 
 #include "core/frontend/builder.h"
-#include "core/graph/graph_tensors.h"
+#include "core/graph/graph.h"
 #include "core/passes/pipeline.h"
-#include "kernels/program_core.h"
+#include "runtime/engine/program_core.h"
 
 namespace seastar {
 

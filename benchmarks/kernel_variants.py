@@ -24,7 +24,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-FLAGS = "-O3 -march=native -fopenmp-simd -shared -fPIC -std=c++17 -fno-math-errno".split()  # kernels/compiler.cpp
+FLAGS = "-O3 -march=native -fopenmp-simd -shared -fPIC -std=c++17 -fno-math-errno".split()  # runtime/jit/compiler.cpp
 
 
 def compile_so(src: str, so: str, extra=()):

@@ -5,13 +5,13 @@
 #   #include <seastar/nn.h>                     // or <seastar/program.h>, <seastar/version.h>
 #
 # Layout under the prefix:
-#   include/seastar/{core,codegen,kernels,api}/...   the headers, at their source-tree paths
+#   include/seastar/{core,codegen,runtime,api}/...   the headers, at their source-tree paths
 #   include/seastar/{nn,program,graph,errors,seastar,version}.h   the public includes
 #   lib/libseastar_*.a                            the static libraries
 #   lib/cmake/seastar/                            seastarConfig.cmake, its version file, targets
 # The headers include each other by source-tree path ("api/program.h"), so both include/
 # and include/seastar/ are on the targets' include path; a consuming project that has its own
-# top-level core/, kernels/ or api/ headers must include those by a path that is not ambiguous.
+# top-level core/, runtime/ or api/ headers must include those by a path that is not ambiguous.
 #
 # LibTorch is not recorded by path: the installed seastarConfig.cmake locates it again from
 # Torch_DIR or CMAKE_PREFIX_PATH (torch.utils.cmake_prefix_path) without running Python,
@@ -120,7 +120,7 @@ install(EXPORT seastarTargets NAMESPACE seastar:: DESTINATION ${SEASTAR_INSTALL_
 
 # every header of the C++ sources, at its source-tree path (only a few are the public API, but
 # they include the rest, and the device helpers are useful to read beside generated CUDA)
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/core ${PROJECT_SOURCE_DIR}/codegen ${PROJECT_SOURCE_DIR}/kernels
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/core ${PROJECT_SOURCE_DIR}/codegen ${PROJECT_SOURCE_DIR}/runtime
   ${PROJECT_SOURCE_DIR}/api
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/seastar COMPONENT cpp
   FILES_MATCHING PATTERN "*.h" PATTERN "*.def" PATTERN "*.cuh")

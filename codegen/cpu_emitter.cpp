@@ -50,7 +50,7 @@ class CpuEmitter : public EmitterBase {
     return os.str();
   }
 
-  // The threads: the runtime's worker pool (kernels/worker_pool.h), bound when the object is
+  // The threads: the runtime's worker pool (runtime/cpu/worker_pool.h), bound when the object is
   // loaded; unbound (a standalone load), items run in order on the caller.
   static constexpr const char* kParallelPrelude =
       "struct seastar_kernel_runtime { void (*parallel_for)(int64_t, void*, void (*)(void*, int64_t)); };\n"

@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "codegen/fuse.h"
+#include "codegen/plan.h"
 #include "codegen/launch_layout.h"
 
 namespace seastar::codegen {

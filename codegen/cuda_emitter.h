@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "codegen/cpu_emitter.h"
-#include "codegen/fuse.h"
+#include "codegen/plan.h"
 #include "codegen/traffic.h"
 
 namespace seastar::codegen {

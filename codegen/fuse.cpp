@@ -1,5 +1,5 @@
-/** \file fuse: the traversal kernels of a module; see fuse.h. */
-#include "codegen/fuse.h"
+/** \file fuse: the traversal kernels of a module; see plan.h. */
+#include "codegen/plan.h"
 
 #include <algorithm>
 #include <map>

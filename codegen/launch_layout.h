@@ -45,7 +45,7 @@ constexpr int edge_index_base(bool out_edges) { return out_edges ? kOutPtr : kIn
 enum Size : int { kNumDst, kNumEdges, kNumSrc, kNumSizes };
 
 /// The host entry point of every C++ unit (cpu_emitter.cpp, and the CUDA emulator's), which the
-/// loader resolves (kernels/compiler.cpp), and the hook by which it hands the unit its workers.
+/// loader resolves (runtime/jit/compiler.cpp), and the hook by which it hands the unit its workers.
 inline constexpr const char* kEntrySymbol = "seastar_entry";
 inline constexpr const char* kBindRuntimeSymbol = "seastar_bind_runtime";
 /// The entry point's definition up to its body: `extern "C" void seastar_entry(const int64_t*

@@ -1,5 +1,5 @@
-/** \file lower_softmax: softmax as max, exp, sum and divide, or one online pass; see fuse.h. */
-#include "codegen/fuse.h"
+/** \file lower_softmax: softmax as max, exp, sum and divide, or one online pass; see plan.h. */
+#include "codegen/plan.h"
 
 #include <map>
 

@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "codegen/fuse.h"
+#include "codegen/plan.h"
 
 namespace seastar::codegen {
 using namespace ir;

@@ -1,5 +1,5 @@
-/** \file place_outputs: which kernel computes each output (epilogues, maps); see fuse.h. */
-#include "codegen/fuse.h"
+/** \file place_outputs: which kernel computes each output (epilogues, maps); see plan.h. */
+#include "codegen/plan.h"
 
 #include <algorithm>
 #include <set>

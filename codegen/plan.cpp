@@ -1,13 +1,13 @@
 /** \file plan: the back half of lowering, step by step, each followed by its dump (the files
- * are listed in core/util/dumps.h); see fuse.h.
+ * are listed in core/util/dumps.h); see plan.h.
  *
  *   1-lower-softmax -> 2-simplify -> 3-fuse -> 4-materialize -> 5-place-outputs (+ buffers)
  *     here, once per program and direction;
  *   6-emit -> 7-compile
- *     kernels/kernel_variant.cpp, once per variant (float type, index type, host or GPU) on its
+ *     runtime/engine/kernel_variant.cpp, once per variant (float type, index type, host or GPU) on its
  *     first call: each variant is different code, and emitting all of them with the plan would
  *     compile code no call uses. */
-#include "codegen/fuse.h"
+#include "codegen/plan.h"
 #include "codegen/materialize.h"
 #include "core/passes/passes.h"
 #include "core/util/dumps.h"

@@ -1,5 +1,5 @@
-/** \file plan_buffers: the buffers the launcher passes to the kernels; see fuse.h. */
-#include "codegen/fuse.h"
+/** \file plan_buffers: the buffers the launcher passes to the kernels; see plan.h. */
+#include "codegen/plan.h"
 
 #include <set>
 

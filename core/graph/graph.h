@@ -1,145 +1,110 @@
 /** \file
- * Graph storage, independent of torch: the in-edge index (CSC, destination-major, sorted by
- * edge type within a destination) and the out-edge index (CSR, source-major, sorted on first
- * use), each with the original edge id of every slot so that edge features stay aligned
- * whatever the order; the edge list in the given order is rebuilt from the in-edge index when
- * asked. Kernels traverse these; the torch layer (graph_tensors.h) turns them into tensors on
- * a device.
+ * The torch-facing graph: GraphData plus its index arrays as tensors, built once per device
+ * and cached inside the graph object (so a device copy can never be reused for another
+ * graph that merely has the same size). This is the Graph that Python and C++ users hold.
  */
 #pragma once
 
-#include <cstdint>
+#include <torch/types.h>
+
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <vector>
 
-#include "core/graph/index_array.h"
+#include "core/graph/graph_data.h"
 
 namespace seastar {
 
-/// A compressed adjacency: the edges of centre vertex v occupy slots ptr[v] .. ptr[v+1]-1;
-/// slot j connects v to nbr[j] through original edge eid[j]. The E-long arrays are int32 when the
-/// graph fits (IndexArray); the N-long ones stay int64, being small and read on every path.
-struct Adjacency {
-  std::vector<int64_t> ptr;  ///< num_nodes + 1 offsets
-  IndexArray nbr;            ///< the other endpoint of each slot
-  IndexArray eid;            ///< original edge id of each slot
-  /// Centre vertices by decreasing degree (ties by id): processing hubs first lets a dynamic
-  /// schedule spread the remaining small vertices over the threads that finish early.
-  std::vector<int64_t> degree_order;
+/// Checks a tensor of ids: defined, of an integer dtype, one-dimensional. ValueError /
+/// TypeError naming `what`; `kind` says which ids ("vertex ids", "row ids").
+void check_id_tensor(const torch::Tensor& t, const char* what, const char* kind = "ids");
+/// A checked tensor of ids (check_id_tensor, and not on the meta device, which holds no values)
+/// as int64 values on the CPU.
+std::vector<int64_t> ids_from_tensor(const torch::Tensor& t, const char* what, const char* kind = "ids");
 
-  int64_t degree(int64_t v) const { return ptr[v + 1] - ptr[v]; }
+/// One adjacency (CSC or CSR) as tensors of the graph's index dtype.
+struct AdjacencyTensors {
+  torch::Tensor ptr, nbr, eid, degree_order;
 };
 
-/// Optional vertex and edge types of a heterogeneous graph.
-struct GraphTypes {
-  std::vector<int64_t> node_type;  ///< empty when the graph has no node types
-  std::vector<int64_t> edge_type;  ///< empty when the graph has no edge types
-  int64_t num_node_types = 0;
-  int64_t num_edge_types = 0;
+/// Everything a kernel needs about a graph, on one device.
+struct DeviceGraph {
+  AdjacencyTensors in, out;            ///< out: built only when asked (on(d, coo, true))
+  torch::Tensor src, dst;              ///< COO in original edge order; built only when asked (on(d, true))
+  torch::Tensor node_type, edge_type;  ///< undefined when the graph has none
+  torch::ScalarType index_dtype;       ///< kInt when every id fits int32, else kLong
 };
 
-class GraphData {
+class Graph {
  public:
-  /// Builds both indices from an edge list. Throws ValueError naming the first bad entry for
-  /// negative or out-of-range ids, mismatched lengths or types out of range. Zero nodes or
-  /// zero edges are legal. num_node_types / num_edge_types of -1 mean 1 + the largest type.
-  static std::shared_ptr<const GraphData> from_coo(std::vector<int64_t> src, std::vector<int64_t> dst,
-                                                   int64_t num_nodes, GraphTypes types = {});
-  /// A bipartite graph: sources are 0 .. num_src-1, destinations 0 .. num_dst-1, two vertex
-  /// sets. The in-edge index has num_dst centres and the out-edge index num_src. When a value
-  /// is read both at sources and at destinations (a sampled block), destination i is source i,
-  /// which needs num_dst <= num_src. Node types, when given, are the sources' (num_src entries,
-  /// num_dst <= num_src): destination i has the type of source i.
-  static std::shared_ptr<const GraphData> from_coo_bipartite(std::vector<int64_t> src, std::vector<int64_t> dst,
-                                                             int64_t num_src, int64_t num_dst, GraphTypes types = {});
+  Graph() = default;
+  explicit Graph(std::shared_ptr<const GraphData> data);
 
-  /// A bipartite graph straight from its in-edge index (what the neighbour sampler makes, already
-  /// destination-major): destination v's edges are slots ptr[v] .. ptr[v+1]-1 with sources
-  /// `src`; the edge ids are the slots. The out-edge index is sorted on first use (out()).
-  /// `edge_type` per slot must already be sorted within each destination, as a sampled typed
-  /// graph's is; `node_type` (optional) has one entry per source.
-  static std::shared_ptr<const GraphData> from_csc_bipartite(std::vector<int64_t> ptr, std::vector<int64_t> src,
-                                                             int64_t num_src, GraphTypes types = {});
+  /// PyG convention: edge_index [2, E], row 0 = source. num_nodes defaults to 1 + max id.
+  static Graph from_edge_index(const torch::Tensor& edge_index, std::optional<int64_t> num_nodes = std::nullopt,
+                               const std::optional<torch::Tensor>& node_type = std::nullopt,
+                               const std::optional<torch::Tensor>& edge_type = std::nullopt,
+                               int64_t num_node_types = -1, int64_t num_edge_types = -1);
+  static Graph from_coo(const torch::Tensor& src, const torch::Tensor& dst,
+                        std::optional<int64_t> num_nodes = std::nullopt,
+                        const std::optional<torch::Tensor>& node_type = std::nullopt,
+                        const std::optional<torch::Tensor>& edge_type = std::nullopt, int64_t num_node_types = -1,
+                        int64_t num_edge_types = -1);
 
-  /// The same bipartite graph read through global source ids: source j becomes source_ids[j] of
-  /// num_src sources (a mini-batch's input block then reads the full feature table in place,
-  /// nothing gathered). Destination i is then no longer source i: self-loop helpers, node types
-  /// and a program reading one tensor at both sides refuse such a graph (sources_global()).
-  /// Throws ValueError unless this graph is bipartite without node types and the ids, one per
-  /// source, lie in [0, num_src).
-  std::shared_ptr<const GraphData> with_global_sources(const std::vector<int64_t>& source_ids, int64_t num_src) const;
+  /// A bipartite graph (see GraphData::from_coo_bipartite): edge_index [2, E] with row 0 in
+  /// [0, num_src) and row 1 in [0, num_dst); `node_type`, when given, has one entry per source
+  /// (destination i has source i's type, as in a sampled block).
+  static Graph bipartite(const torch::Tensor& edge_index, int64_t num_src, int64_t num_dst,
+                         const std::optional<torch::Tensor>& edge_type = std::nullopt, int64_t num_edge_types = -1,
+                         const std::optional<torch::Tensor>& node_type = std::nullopt, int64_t num_node_types = -1);
 
-  /// The vertex count of a square graph; a bipartite graph has two (num_src, num_dst) and
-  /// raises here, so code written for square graphs cannot silently use the wrong one.
-  int64_t num_nodes() const;
-  int64_t num_src() const { return num_src_; }
-  int64_t num_dst() const { return num_dst_; }
-  bool is_bipartite() const { return bipartite_; }
-  /// True for with_global_sources' graphs, whose destination i is not source i.
-  bool sources_global() const { return sources_global_; }
-  /// Throws ValueError naming `what` when sources_global(): it needs destination i to be source i.
-  void require_destinations_are_sources(const char* what) const;
-  int64_t num_edges() const { return static_cast<int64_t>(in_.nbr.size()); }
-  /// The edge list in edge-id order, rebuilt from the in-adjacency on each call (not kept: it
-  /// would cost two more E-long arrays per graph, and only edge_index and the self-loop helpers need it).
-  std::vector<int64_t> src() const;
-  std::vector<int64_t> dst() const;
-  const Adjacency& in() const { return in_; }    ///< CSC: centre = destination
-  /// CSR: centre = source, sorted on first use (thread-safe). Only a pass over the sources'
-  /// out-edges reads it (backward into source features, out-edge programs, out-degrees), and
-  /// many graphs never have one: a first layer's input needs no gradient, and the block of a
-  /// mini-batch's input layer, the largest, is such a layer. Until then it costs no memory.
-  const Adjacency& out() const;
-  const GraphTypes& types() const { return types_; }
-  bool has_node_types() const { return types_.num_node_types > 0; }
-  bool has_edge_types() const { return types_.num_edge_types > 0; }
-  /// True when every index fits int32: the E-long arrays are then stored as int32 and kernels
-  /// use the narrower (faster) width.
-  bool fits_int32() const;
-  /// A process-unique id: device copies and compiled launches are keyed by it, never by
-  /// sizes, so two graphs of equal size can never share cached state.
-  uint64_t uid() const { return uid_; }
+  const GraphData& data() const;
+  const std::shared_ptr<const GraphData>& data_ptr() const { return data_; }
+  bool defined() const { return data_ != nullptr; }
+  int64_t num_nodes() const { return data().num_nodes(); }  ///< raises for a bipartite graph
+  int64_t num_src() const { return data().num_src(); }
+  int64_t num_dst() const { return data().num_dst(); }
+  bool is_bipartite() const { return data().is_bipartite(); }
+  int64_t num_edges() const { return data().num_edges(); }
 
-  /// A new graph with a self loop added to every vertex (edge ids E .. E+N-1, type
-  /// `loop_type` when the graph has edge types). Bipartite: one loop per destination.
-  std::shared_ptr<const GraphData> add_self_loops(int64_t loop_type = 0) const;
-  /// A new graph without self loops; `kept` receives the original ids of the kept edges so
-  /// the caller can select the matching rows of edge features.
-  std::shared_ptr<const GraphData> remove_self_loops(std::vector<int64_t>* kept = nullptr) const;
-  /// The graph PyG's remove_self_loops + add_self_loops make: the edges that are not self loops,
-  /// in order, then loops at vertices 0 .. num_loops-1 (num_loops <= min(num_src, num_dst)),
-  /// without types.
-  std::shared_ptr<const GraphData> replace_self_loops(int64_t num_loops) const;
-  /// What edge values need to follow replace_self_loops: `kept` receives the ids of the edges
-  /// that are not self loops, `loops` the ids of the self loops at vertices below num_loops,
-  /// `loop_vertex` their vertices.
-  void self_loop_ids(int64_t num_loops, std::vector<int64_t>& kept, std::vector<int64_t>& loops,
-                     std::vector<int64_t>& loop_vertex) const;
-  /// The same graph with its edges renumbered in in-edge order: the edge in slot j of the
-  /// in-edge index gets id j (edge types move with their edges). A destination-parallel kernel
-  /// then reads per-edge tensors as a stream instead of through the edge-id map. O(E): the
-  /// in-edge index is copied, not sorted again; the original id of new edge j is in().eid[j].
-  /// Throws ValueError for a graph read through global source ids.
-  std::shared_ptr<const GraphData> in_edge_order() const;
+  /// Index tensors on `device`, built on first use and cached for this graph. The COO arrays
+  /// (src, dst) only with `coo`: kernels over edges read them, the others never do, and they
+  /// cost two E-long arrays. The out-edge index only with `out`: kernels centred at sources
+  /// read it, and a sampled block may never have sorted it (GraphData::out()).
+  /// `non_blocking`: arrays copied to a CUDA device now go through pinned host memory and are
+  /// copied asynchronously on the current stream, so the caller must make every other stream
+  /// that reads them wait for it (NeighborLoader's side-stream transfer). Without it the copy
+  /// completes before on() returns, and any stream may read the arrays at once.
+  const DeviceGraph& on(const torch::Device& device, bool coo = true, bool out = true,
+                        bool non_blocking = false) const;
+
+  /// [2, E] int64 on CPU, built once and shared by every caller (layers read it on each call);
+  /// an in-place change to it is noticed (torch's version counter) and the next call rebuilds it.
+  torch::Tensor edge_index() const;
+  torch::Tensor in_degrees() const;   ///< int64 [num_dst]
+  torch::Tensor out_degrees() const;  ///< int64 [num_src]
+
+  Graph add_self_loops(int64_t loop_type = 0) const;
+  /// Also returns the ids of the kept edges, to select matching edge-feature rows.
+  std::pair<Graph, torch::Tensor> remove_self_loops() const;
+  Graph replace_self_loops(int64_t num_loops) const;
+  /// GraphData::self_loop_ids: (kept, loops, loop_vertex) as int64 tensors.
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> self_loop_ids(int64_t num_loops) const;
+  /// GraphData::in_edge_order: edge j of the result is slot j of this graph's in-edge index.
+  Graph in_edge_order() const;
 
  private:
-  GraphData() = default;
-  void build_in_index(const std::vector<int64_t>& src, const std::vector<int64_t>& dst);
-  /// replace_self_loops of an untyped graph, from its in-edge index in O(E), without sorting.
-  std::shared_ptr<const GraphData> replace_self_loops_from_index(int64_t num_loops) const;
-  static std::shared_ptr<const GraphData> build(std::vector<int64_t> src, std::vector<int64_t> dst, int64_t num_src,
-                                                int64_t num_dst, bool bipartite, GraphTypes types);
-
-  int64_t num_src_ = 0, num_dst_ = 0;
-  bool bipartite_ = false;
-  bool sources_global_ = false;  ///< see with_global_sources()
-  GraphTypes types_;
-  Adjacency in_;
-  mutable Adjacency out_;            ///< see out()
-  mutable std::once_flag out_once_;  ///< builds out_ on first use
-  uint64_t uid_ = 0;
+  struct Cache {
+    std::mutex mutex;
+    std::map<std::string, std::unique_ptr<DeviceGraph>> by_device;
+    torch::Tensor edge_index;
+    int64_t edge_index_version = 0;
+  };
+  std::shared_ptr<const GraphData> data_;
+  std::shared_ptr<Cache> cache_;
 };
 
 }  // namespace seastar

@@ -2,7 +2,7 @@
  * IndexArray: one graph array of ids (neighbours, edge ids) at the narrowest width that holds
  * every id of its graph. Graphs below 2^31 vertices and edges (nearly all) keep int32: half the
  * memory of int64, and the width the kernels read, so a CPU device view wraps this storage
- * instead of copying it (graph_tensors.cpp).
+ * instead of copying it (graph.cpp).
  */
 #pragma once
 

@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/graph/graph.h"
+#include "core/graph/graph_data.h"
 
 namespace seastar::sampling {
 

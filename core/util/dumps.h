@@ -17,7 +17,7 @@
  *     4-forward.5-place-outputs.gir    with vertex outputs as traversal epilogues
  *     4-fused-forward.gir              the finished plan (kernels, stored values, epilogues)
  *     5-backward.1-lower-softmax.gir ... 5-fused-backward.gir
- *   6-emit, per variant (f32_i32, f64_i64, ...) on its first call (kernels/kernel_variant.cpp),
+ *   6-emit, per variant (f32_i32, f64_i64, ...) on its first call (runtime/engine/kernel_variant.cpp),
  *   before 7-compile:
  *     <direction>.<variant>.cpp   the emitted C++ (or the CUDA emulator's unit)
  *     <direction>.<variant>.cu    the CUDA

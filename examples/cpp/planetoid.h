@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/graph/graph_tensors.h"
+#include "core/graph/graph.h"
 
 namespace seastar_examples {
 

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "core/graph/graph_tensors.h"
+#include "core/graph/graph.h"
 #include "examples/cpp/planetoid.h"
 #include "api/nn.h"
-#include "kernels/cpu_allocator.h"
+#include "runtime/cpu/cpu_allocator.h"
 
 #ifndef SEASTAR_CORA_DIR
 #define SEASTAR_CORA_DIR "python/seastar/datasets/data/planetoid/cora"
@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
   }
   try {
     // epochs reuse the previous epoch's large blocks, as under `import seastar` in Python
-    seastar::kernels::install_cpu_allocator_from_env();
+    seastar::runtime::install_cpu_allocator_from_env();
     return run(args);
   } catch (const std::exception& e) {
     std::cerr << "seastar_train_cora: error: " << e.what() << "\n";

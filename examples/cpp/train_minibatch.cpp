@@ -26,10 +26,10 @@
 #include <vector>
 
 #include "core/frontend/builder.h"
-#include "core/graph/graph_tensors.h"
+#include "core/graph/graph.h"
 #include "core/sampling/neighbor_sampler.h"
-#include "kernels/cpu_allocator.h"
-#include "kernels/row_gather.h"
+#include "runtime/cpu/cpu_allocator.h"
+#include "runtime/cpu/row_gather.h"
 #include "examples/cpp/planetoid.h"
 #include "api/program.h"
 
@@ -209,7 +209,7 @@ int run(const Args& args) {
       for (size_t i = 0; i < b.blocks.size(); ++i)
         b.blocks[i].on(device, /*coo=*/false, /*out=*/i > 0, /*non_blocking=*/true);
       opt.zero_grad();
-      auto x = to_device(seastar::kernels::gather_rows(ds.x, b.input_nodes), device);  // a recycled host buffer
+      auto x = to_device(seastar::runtime::gather_rows(ds.x, b.input_nodes), device);  // a recycled host buffer
       auto y = to_device(ds.y.index_select(0, b.seeds), device);
       auto loss = torch::nn::functional::cross_entropy(forward(b, x, true), y);
       loss.backward();
@@ -220,7 +220,7 @@ int run(const Args& args) {
     double epoch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     model->eval();
     torch::NoGradGuard no_grad;
-    auto pred = forward(full, to_device(seastar::kernels::gather_rows(ds.x, full.input_nodes), device), false)
+    auto pred = forward(full, to_device(seastar::runtime::gather_rows(ds.x, full.input_nodes), device), false)
                     .argmax(-1)
                     .cpu();
     // full.seeds = every vertex in id order, so pred[v] is vertex v's prediction
@@ -239,7 +239,7 @@ int run(const Args& args) {
 
 int main(int argc, char** argv) {
   try {
-    seastar::kernels::install_cpu_allocator_from_env();  // as `import seastar` does in Python
+    seastar::runtime::install_cpu_allocator_from_env();  // as `import seastar` does in Python
     return run(parse(argc, argv));
   } catch (const std::exception& e) {
     std::cerr << "seastar_train_minibatch: " << e.what() << "\n";

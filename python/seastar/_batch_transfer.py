@@ -64,7 +64,7 @@ def resolve_pin_memory(pin_memory, device: Optional[torch.device]) -> bool:
 def table_for_device(name: str, t: Optional[torch.Tensor], device: Optional[torch.device], in_place: bool):
     """The tensor a batch reads ``name`` (the loader's ``x``) from on ``device``: ``t`` itself, or
     for ``x_in_place`` with ``t`` in pinned host memory and a CUDA device, a CUDA view of it read
-    through unified addressing (kernels/host_view.h). ValueError naming what is wrong otherwise."""
+    through unified addressing (runtime/engine/host_view.h). ValueError naming what is wrong otherwise."""
     if t is None or device is None:
         return t
     if t.device.type == "cuda" and t.device != device:

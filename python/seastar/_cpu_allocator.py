@@ -1,6 +1,6 @@
 """Which allocator torch's CPU tensors come from.
 
-At import seastar makes its caching allocator (``kernels/cpu_allocator.h``) torch's CPU
+At import seastar makes its caching allocator (``runtime/cpu/cpu_allocator.h``) torch's CPU
 allocator: a freed tensor of 1 MiB or more keeps its pages for the next request of about its
 size, so an epoch reuses the previous epoch's memory instead of leaving holes in glibc's heap
 (which roughly doubles a training process's footprint) or faulting fresh pages in.

@@ -4,7 +4,7 @@ libgomp (torch's OpenMP) keeps every thread of a team spinning for a while after
 region (``GOMP_SPINCOUNT``, 300,000 iterations by default) before it sleeps. On a machine whose
 cores are shared with other processes, the spinning threads take the cores the next region's
 threads need, and two threads end up several times slower than one. Seastar's own kernels do
-not use OpenMP's teams (kernels/worker_pool.h), but the dense torch ops of a model do. libgomp
+not use OpenMP's teams (runtime/cpu/worker_pool.h), but the dense torch ops of a model do. libgomp
 reads its settings once, when it is loaded, so this can only act when ``seastar`` is imported
 before ``torch``: then, unless the user chose a policy (``OMP_WAIT_POLICY`` or
 ``GOMP_SPINCOUNT`` set), threads spin briefly (enough to hand over between back-to-back ops)

@@ -14,7 +14,7 @@ own). Only the main thread is governed, and nothing changes while
 torch.compile guards on torch's thread count, so a compiled model is compiled once more for the
 governed count.
 ``SEASTAR_THREAD_GOVERNOR=0`` or ``set_thread_governor(False)`` switches it off. See
-``kernels/thread_governor.h``.
+``runtime/cpu/thread_governor.h``.
 """
 from __future__ import annotations
 

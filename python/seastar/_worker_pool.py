@@ -1,4 +1,4 @@
-"""The threads seastar's CPU kernels run on (``kernels/worker_pool.h``).
+"""The threads seastar's CPU kernels run on (``runtime/cpu/worker_pool.h``).
 
 Each kernel's blocks are claimed from a shared counter by the calling thread and by helper
 threads (the count ``torch.set_num_threads`` set, in all; the thread governor of

@@ -4,7 +4,7 @@
 
 #include "python/src/bindings.h"
 #ifdef SEASTAR_WITH_CUDA
-#include "kernels/nvrtc_compiler.h"
+#include "runtime/cuda/nvrtc_compiler.h"
 #endif
 
 namespace py = pybind11;
@@ -16,17 +16,17 @@ void bind_cuda(py::module_& m) {
   m.attr("cuda_built") = true;
   m.def("nvrtc_available", [] {
     std::string why;
-    bool ok = kernels::nvrtc_available(&why);
+    bool ok = runtime::nvrtc_available(&why);
     return py::make_tuple(ok, why);
   }, "(True, '') when NVRTC can be loaded, else (False, what was tried).");
-  m.def("nvrtc_version", &kernels::nvrtc_version);
-  m.def("nvrtc_supported_archs", &kernels::nvrtc_supported_archs);
+  m.def("nvrtc_version", &runtime::nvrtc_version);
+  m.def("nvrtc_supported_archs", &runtime::nvrtc_supported_archs);
   m.def("nvrtc_compile", [](const std::string& source, py::object arch, const std::string& name) {
-    const int cc = py::isinstance<py::int_>(arch) ? arch.cast<int>() : kernels::parse_arch(arch.cast<std::string>());
-    kernels::CudaBinary b;
+    const int cc = py::isinstance<py::int_>(arch) ? arch.cast<int>() : runtime::parse_arch(arch.cast<std::string>());
+    runtime::CudaBinary b;
     {
       py::gil_scoped_release release;
-      b = kernels::compile_cuda(source, name, cc);
+      b = runtime::compile_cuda(source, name, cc);
     }
     py::list kernels;
     for (const auto& k : b.kernels) {

@@ -2,7 +2,7 @@
 #include <pybind11/stl.h>
 #include <torch/python.h>
 
-#include "core/graph/graph_tensors.h"
+#include "core/graph/graph.h"
 #include "python/src/bindings.h"
 
 namespace py = pybind11;

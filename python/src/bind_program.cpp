@@ -4,8 +4,8 @@
 #include <torch/python.h>
 
 #include "core/util/errors.h"
-#include "kernels/fused_program.h"
-#include "kernels/program_core.h"
+#include "runtime/engine/fused_program.h"
+#include "runtime/engine/program_core.h"
 #include "python/src/bindings.h"
 
 namespace py = pybind11;

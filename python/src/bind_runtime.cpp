@@ -2,12 +2,12 @@
 #include <pybind11/stl.h>
 #include <torch/python.h>
 
-#include "kernels/autograd.h"
-#include "kernels/compiler.h"
-#include "kernels/cpu_allocator.h"
-#include "kernels/thread_governor.h"
-#include "kernels/torch_threads.h"
-#include "kernels/worker_pool.h"
+#include "runtime/engine/autograd.h"
+#include "runtime/jit/compiler.h"
+#include "runtime/cpu/cpu_allocator.h"
+#include "runtime/cpu/thread_governor.h"
+#include "runtime/cpu/torch_threads.h"
+#include "runtime/cpu/worker_pool.h"
 #include "python/src/bindings.h"
 
 namespace py = pybind11;
@@ -98,9 +98,9 @@ void bind_runtime(py::module_& m) {
                   "(the device's resident blocks; 0: no cap), as the runtime sizes its grid.");
   m.def("fused_apply", &apply_fused, py::arg("program"), py::arg("graph"), py::arg("names"), py::arg("tensors"),
         "Runs a FusedProgram with autograd; returns its outputs.");
-  m.def("kernel_cache_dir", &kernels::cache_dir);
+  m.def("kernel_cache_dir", &runtime::cache_dir);
   m.def("jit_compile_cpu", [](const std::string& source, const std::string& name) {
-    kernels::CompiledKernel k = kernels::compile_cpu(source, name);
+    runtime::CompiledKernel k = runtime::compile_cpu(source, name);
     py::dict r;
     r["path"] = k.path;
     r["cache_hit"] = k.cache_hit;
@@ -108,13 +108,13 @@ void bind_runtime(py::module_& m) {
   }, py::arg("source"), py::arg("name"),
      "Compiles (or loads from the kernel cache) C++ source defining seastar_entry, as the fused backend does; "
      "returns the shared object's path and whether it came from a cache. For tests and tools.");
-  m.def("install_caching_cpu_allocator", &kernels::install_caching_cpu_allocator,
-        "Makes seastar's caching allocator torch's CPU allocator (kernels/cpu_allocator.h); returns "
+  m.def("install_caching_cpu_allocator", &runtime::install_caching_cpu_allocator,
+        "Makes seastar's caching allocator torch's CPU allocator (runtime/cpu/cpu_allocator.h); returns "
         "whether it is in force.");
-  m.def("install_cpu_allocator_from_env", &kernels::install_cpu_allocator_from_env,
+  m.def("install_cpu_allocator_from_env", &runtime::install_cpu_allocator_from_env,
         "install_caching_cpu_allocator unless SEASTAR_CPU_ALLOCATOR=torch (ValueError for another value).");
   m.def("cpu_allocator_stats", [] {
-    const kernels::CpuAllocatorStats s = kernels::caching_cpu_allocator_stats();
+    const runtime::CpuAllocatorStats s = runtime::caching_cpu_allocator_stats();
     py::dict d;
     d["installed"] = s.installed;
     d["live_bytes"] = s.live_bytes;
@@ -127,15 +127,15 @@ void bind_runtime(py::module_& m) {
     return d;
   });
   m.def("kernel_pool_stats", [] {
-    const kernels::WorkerPoolStats s = kernels::worker_pool_stats();
+    const runtime::WorkerPoolStats s = runtime::worker_pool_stats();
     py::dict d;
     d["pooled"] = s.pooled;
     d["lost"] = s.lost;
     d["benched"] = s.benched;
     return d;
-  }, "The CPU kernels' worker pool counters (kernels/worker_pool.h).");
+  }, "The CPU kernels' worker pool counters (runtime/cpu/worker_pool.h).");
   m.def("thread_governor_stats", [] {
-    const kernels::ThreadGovernorStats s = kernels::thread_governor_stats();
+    const runtime::ThreadGovernorStats s = runtime::thread_governor_stats();
     py::dict d;
     d["enabled"] = s.enabled;
     d["available"] = s.available;
@@ -146,11 +146,11 @@ void bind_runtime(py::module_& m) {
     d["lowered"] = s.lowered;
     d["restored"] = s.restored;
     return d;
-  }, "The thread governor's state and counters (kernels/thread_governor.h); ValueError for a bad "
+  }, "The thread governor's state and counters (runtime/cpu/thread_governor.h); ValueError for a bad "
      "SEASTAR_THREAD_GOVERNOR.");
-  m.def("set_thread_governor", &kernels::set_thread_governor, py::arg("enabled"),
+  m.def("set_thread_governor", &runtime::set_thread_governor, py::arg("enabled"),
         "Switches the thread governor on or off (off: torch gets the user's thread count back).");
-  m.def("release_idle_cpu_blocks", &kernels::release_idle_cpu_blocks, py::call_guard<py::gil_scoped_release>(),
+  m.def("release_idle_cpu_blocks", &runtime::release_idle_cpu_blocks, py::call_guard<py::gil_scoped_release>(),
         "Gives the caching CPU allocator's idle blocks back to the system.");
 }
 

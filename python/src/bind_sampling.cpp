@@ -4,11 +4,11 @@
 #include <torch/python.h>
 
 #include "core/graph/generators.h"
-#include "core/graph/graph_tensors.h"
+#include "core/graph/graph.h"
 #include "core/sampling/neighbor_sampler.h"
 #include "core/util/errors.h"
-#include "kernels/host_view.h"
-#include "kernels/row_gather.h"
+#include "runtime/engine/host_view.h"
+#include "runtime/cpu/row_gather.h"
 #include "python/src/bindings.h"
 
 namespace py = pybind11;
@@ -92,18 +92,18 @@ void bind_sampling(py::module_& m) {
         "gathering); other threads keep theirs (torch.set_num_threads sets torch's own, for every thread).");
   m.def("local_threads", [] { return omp_get_max_threads(); },
         "The OpenMP threads of the parallel regions the calling thread would start now.");
-  m.def("gather_rows", &kernels::gather_rows, py::arg("x"), py::arg("idx"),
+  m.def("gather_rows", &runtime::gather_rows, py::arg("x"), py::arg("idx"),
         py::call_guard<py::gil_scoped_release>(),
         "x[idx] along dim 0 (a CPU tensor with contiguous rows: copied without the GIL, rows prefetched, "
         "into buffers recycled across batches; anything else: index_select).");
   m.def("host_view_on", [](const torch::Tensor& host, const std::string& device) {
-    return kernels::host_view_on(host, torch::Device(device));
+    return runtime::host_view_on(host, torch::Device(device));
   }, py::arg("host"), py::arg("device"),
         "A tensor on `device` (cuda:N) over the same (pinned) host memory as `host`, read in place through "
         "unified addressing; keeps `host` alive. The caller checks that `host` is pinned.");
-  m.def("gather_buffers_idle_bytes", &kernels::gather_buffers_idle_bytes,
+  m.def("gather_buffers_idle_bytes", &runtime::gather_buffers_idle_bytes,
         "Bytes of gather_rows' recycled buffers that no tensor uses now.");
-  m.def("release_idle_gather_buffers", &kernels::release_idle_gather_buffers,
+  m.def("release_idle_gather_buffers", &runtime::release_idle_gather_buffers,
         "Frees gather_rows' recycled buffers that no tensor uses now; returns the bytes freed.");
   m.def("sample_neighbors", &sample, py::arg("graph"), py::arg("seeds"), py::arg("fanouts"), py::arg("seed") = 0,
         py::arg("replace") = false, py::arg("weights") = py::none(), py::arg("expand_once") = false,

@@ -3,7 +3,7 @@
 
 #include "core/util/errors.h"
 #include "core/util/log.h"
-#include "kernels/subprocess.h"
+#include "runtime/jit/subprocess.h"
 #include "python/src/bindings.h"
 #include "python/src/libstdcxx_guard.h"
 
@@ -42,7 +42,7 @@ PYBIND11_MODULE(_C, m) {
   // and abandons the compiler. Only with the GIL already held (a forward call): a backward
   // runs in torch's engine without it, and waiting for the GIL there could deadlock; that
   // compile finishes and the KeyboardInterrupt follows it.
-  seastar::kernels::set_interrupt_check([] {
+  seastar::runtime::set_interrupt_check([] {
     if (!Py_IsInitialized() || !PyGILState_Check()) return;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   });

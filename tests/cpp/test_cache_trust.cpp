@@ -1,6 +1,6 @@
-/** \file Who may have written the kernel cache (kernels/cache_trust.h): folders and entries that
+/** \file Who may have written the kernel cache (runtime/jit/cache_trust.h): folders and entries that
  * others can write are refused, SEASTAR_CACHE_SHARED=1 lifts that, new files are private, and a
- * compile's private folder (kernels/work_dir.h) stays the one the compiler works in. CI runs as
+ * compile's private folder (runtime/jit/work_dir.h) stays the one the compiler works in. CI runs as
  * root, so another user is made with chown (uid 65534); those cases skip elsewhere. */
 #include <gtest/gtest.h>
 #include <fcntl.h>
@@ -12,12 +12,12 @@
 #include <string>
 
 #include "core/util/errors.h"
-#include "kernels/cache_trust.h"
-#include "kernels/kernel_cache.h"
-#include "kernels/subprocess.h"
-#include "kernels/work_dir.h"
+#include "runtime/jit/cache_trust.h"
+#include "runtime/jit/kernel_cache.h"
+#include "runtime/jit/subprocess.h"
+#include "runtime/jit/work_dir.h"
 
-namespace sk = seastar::kernels;
+namespace sk = seastar::runtime;
 
 namespace {
 

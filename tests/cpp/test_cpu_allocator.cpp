@@ -1,4 +1,4 @@
-/** The caching CPU allocator (kernels/cpu_allocator.h) as torch's CPU allocator: blocks are
+/** The caching CPU allocator (runtime/cpu/cpu_allocator.h) as torch's CPU allocator: blocks are
  * reused, lent in pieces that merge again when freed, evicted so that the mapped total never exceeds the most ever live, and
  * stay correct under threads and through torch's raw allocation API. One process, so the
  * counters start from zero. */
@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "core/util/errors.h"
-#include "kernels/cpu_allocator.h"
+#include "runtime/cpu/cpu_allocator.h"
 
-namespace seastar::kernels {
+namespace seastar::runtime {
 namespace {
 
 constexpr size_t MiB = size_t(1) << 20;
@@ -178,4 +178,4 @@ TEST(CpuAllocator, AnUnknownChoiceInTheEnvironmentIsAnError) {
 }
 
 }  // namespace
-}  // namespace seastar::kernels
+}  // namespace seastar::runtime

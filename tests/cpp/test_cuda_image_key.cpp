@@ -1,4 +1,4 @@
-// The key a CUDA image carries (kernels/cuda_image_key.h), read from a cubin and a PTX module
+// The key a CUDA image carries (runtime/cuda/cuda_image_key.h), read from a cubin and a PTX module
 // NVRTC built from `extern "C" __global__ void k(float* p) { p[threadIdx.x] *= 2; }` through
 // compile_cuda (tests/cpp/data; the key is the one in the cache entry's file name). The mangled
 // images run under the sanitizer build too (scripts/sanitize.sh): no read may leave the image.
@@ -8,11 +8,11 @@
 #include <random>
 #include <sstream>
 
-#include "kernels/cuda_image_key.h"
+#include "runtime/cuda/cuda_image_key.h"
 
 namespace {
 
-using seastar::kernels::image_key;
+using seastar::runtime::image_key;
 
 std::string read(const std::string& name) {
   std::ifstream in(std::string(SEASTAR_TEST_DATA_DIR) + "/" + name, std::ios::binary);
@@ -34,7 +34,7 @@ TEST(CudaImageKey, ReadsTheKeyOfACubinAndOfPtx) {
 TEST(CudaImageKey, AnImageWithoutTheSymbolHasNoKey) {
   std::string cubin = read("image_key.cubin"), ptx = read("image_key.ptx");
   for (std::string* image : {&cubin, &ptx}) {
-    const size_t at = image->find(seastar::kernels::cache::kKeySymbol);
+    const size_t at = image->find(seastar::runtime::cache::kKeySymbol);
     ASSERT_NE(at, std::string::npos);
     (*image)[at + 3] = 'X';  // seaXtar_kernel_key
   }
@@ -47,7 +47,7 @@ TEST(CudaImageKey, AnImageWithoutTheSymbolHasNoKey) {
 
 TEST(CudaImageKey, PtxBytesOutOfRangeAreNoKey) {
   std::string ptx = read("image_key.ptx");
-  const size_t list = ptx.find('{', ptx.find(seastar::kernels::cache::kKeySymbol));
+  const size_t list = ptx.find('{', ptx.find(seastar::runtime::cache::kKeySymbol));
   ptx.insert(list + 1, "300, ");
   EXPECT_EQ(image_key(ptx, true), "");
 }

@@ -1,5 +1,5 @@
 /** \file
- * Tests of the torch-free graph storage (core/graph/graph.h): building the CSC (in()) and
+ * Tests of the torch-free graph storage (core/graph/graph_data.h): building the CSC (in()) and
  * CSR (out()) indices from an edge list, degrees and degree order, typed graphs, input
  * validation, empty graphs, and the self-loop helpers.
  *
@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/graph/graph.h"
+#include "core/graph/graph_data.h"
 #include "core/util/errors.h"
 
 using namespace seastar;

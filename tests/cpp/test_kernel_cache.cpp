@@ -12,10 +12,10 @@
 #include <string>
 
 #include "core/util/file_names.h"
-#include "kernels/kernel_cache.h"
-#include "kernels/subprocess.h"
+#include "runtime/jit/kernel_cache.h"
+#include "runtime/jit/subprocess.h"
 
-namespace sk = seastar::kernels;
+namespace sk = seastar::runtime;
 
 namespace {
 
@@ -117,7 +117,7 @@ TEST(KernelCache, TemporaryFilesOfDeadWritersAreSwept) {
   const std::string old_live = file("d.so." + live + "-0.tmp", 3600);    // its writer is still running
   const std::string ancient_live = file("e.so." + live + "-1.tmp", 200000);  // abandoned whoever wrote it
   const std::string entry = file("f.so", 200000);                        // an entry, never a temporary
-  // a compile's private folder (kernels/work_dir.h), with the files its compiler left
+  // a compile's private folder (runtime/jit/work_dir.h), with the files its compiler left
   const std::string work = dir + "/g.so." + dead + "-3.tmp.Ab12Cd";
   ASSERT_EQ(mkdir(work.c_str(), 0700), 0);
   file("g.so." + dead + "-3.tmp.Ab12Cd/g.cpp", 3600);

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/fuse.h"
+#include "codegen/plan.h"
 #include "codegen/materialize.h"
 #include "core/frontend/builder.h"
 #include "core/passes/passes.h"

@@ -9,7 +9,7 @@
 
 #include "codegen/cpu_emitter.h"
 #include "codegen/cuda_emitter.h"
-#include "codegen/fuse.h"
+#include "codegen/plan.h"
 #include "core/frontend/builder.h"
 #include "core/passes/passes.h"
 #include "core/passes/pipeline.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/fuse.h"
+#include "codegen/plan.h"
 #include "core/frontend/builder.h"
 #include "core/passes/passes.h"
 #include "core/passes/pipeline.h"

@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "core/graph/graph.h"
+#include "core/graph/graph_data.h"
 #include "core/sampling/neighbor_sampler.h"
 #include "core/util/errors.h"
 

@@ -1,4 +1,4 @@
-/** \file The thread governor's decisions (kernels/thread_governor.h), from synthetic readings: the
+/** \file The thread governor's decisions (runtime/cpu/thread_governor.h), from synthetic readings: the
  * count for a given load, /proc/stat parsing, two agreeing samples before a change, the user's
  * count taken from torch's, stale gaps, and switching it off. The real measurement against real
  * busy processes is tests/python/test_thread_governor.py. */
@@ -6,12 +6,12 @@
 
 #include <optional>
 
-#include "kernels/thread_governor.h"
+#include "runtime/cpu/thread_governor.h"
 
-using seastar::kernels::busy_seconds;
-using seastar::kernels::governed_threads;
-using seastar::kernels::LoadReading;
-using seastar::kernels::ThreadGovernor;
+using seastar::runtime::busy_seconds;
+using seastar::runtime::governed_threads;
+using seastar::runtime::LoadReading;
+using seastar::runtime::ThreadGovernor;
 
 namespace {
 

@@ -1,4 +1,4 @@
-/** \file The kernels' worker pool (kernels/worker_pool.h): every item runs exactly once, on any
+/** \file The kernels' worker pool (runtime/cpu/worker_pool.h): every item runs exactly once, on any
  * thread count, with concurrent callers, and in the child of a fork; helpers that make jobs
  * slower than the caller alone are left out for a while, then tried again. */
 #include <gtest/gtest.h>
@@ -11,11 +11,11 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/worker_pool.h"
+#include "runtime/cpu/worker_pool.h"
 
-using seastar::kernels::pool_parallel_for;
-using seastar::kernels::worker_pool_stats;
-using seastar::kernels::WorkerPoolStats;
+using seastar::runtime::pool_parallel_for;
+using seastar::runtime::worker_pool_stats;
+using seastar::runtime::WorkerPoolStats;
 
 namespace {
 

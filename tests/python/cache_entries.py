@@ -1,4 +1,4 @@
-"""Reading the kernel cache's entries from Python, independently of kernels/kernel_cache.cpp.
+"""Reading the kernel cache's entries from Python, independently of runtime/jit/kernel_cache.cpp.
 
 An entry is ``object + fields + footer``; the footer is ``b"SEASTAR-ENTRY-1 "``, the fields'
 length and FNV-1a hash (16 hex digits each, a space between) and a newline. The fields are

@@ -1,4 +1,4 @@
-"""Who may have written the kernel cache (kernels/cache_trust.h, kernels/work_dir.h).
+"""Who may have written the kernel cache (runtime/jit/cache_trust.h, runtime/jit/work_dir.h).
 
 Entries are code the process runs, and their keys only catch damage: a cache folder that others
 can write is refused with one error naming it, its owner and mode and the fix; an entry owned by

@@ -1,4 +1,4 @@
-"""seastar's caching CPU allocator (kernels/cpu_allocator.h), which `import seastar` makes
+"""seastar's caching CPU allocator (runtime/cpu/cpu_allocator.h), which `import seastar` makes
 torch's: large tensors reuse freed blocks, torch's results are unchanged, the choice can be
 undone from the environment, and a forked child can allocate."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The generated CUDA, *run* without a GPU: SEASTAR_CUDA_EMULATE=1 makes CPU tensors execute the
-CUDA kernels through a host emulation of the CUDA subset they use (kernels/cuda_emulator.h: one
+CUDA kernels through a host emulation of the CUDA subset they use (runtime/cuda/cuda_emulator.h: one
 thread per CUDA thread, real barriers and warp shuffles, the same launch order, Args and block
 sizes as the driver-API runtime, at most two blocks so that dynamic and grid-stride work
 assignment is exercised). Forward and every gradient must match the plain-torch version.

@@ -1,4 +1,4 @@
-"""How the host compiler is run and keyed (kernels/subprocess.cpp, kernels/host_toolchain.cpp).
+"""How the host compiler is run and keyed (runtime/jit/subprocess.cpp, runtime/jit/host_toolchain.cpp).
 
 No shell: program names, the cache directory and SEASTAR_CXX reach the compiler as argument
 words. Before, they went through popen: ``name='x;touch INJECTED;y'`` ran ``touch``, a

@@ -1,4 +1,4 @@
-"""The host-compiler JIT's disk cache under faults (kernels/compiler.cpp, kernels/kernel_cache.cpp).
+"""The host-compiler JIT's disk cache under faults (runtime/jit/compiler.cpp, runtime/jit/kernel_cache.cpp).
 
 Each fault runs a fresh process over a copy of a warm cache: a damaged entry must be rebuilt
 with one warning and the results must not change; no run may leave a bad entry or a temporary

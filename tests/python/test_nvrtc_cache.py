@@ -1,7 +1,7 @@
-"""The NVRTC cubin cache under faults (kernels/nvrtc_compiler.cpp): compiled without a GPU.
+"""The NVRTC cubin cache under faults (runtime/cuda/nvrtc_compiler.cpp): compiled without a GPU.
 
 A damaged cubin used to be handed to the driver as it was; now each entry verifies itself
-(kernels/kernel_cache.h) and a bad one is rebuilt once with a warning.
+(runtime/jit/kernel_cache.h) and a bad one is rebuilt once with a warning.
 """
 from __future__ import annotations
 
@@ -198,7 +198,7 @@ def test_ctrl_c_during_nvrtc_arrives_when_it_returns_and_leaves_a_good_entry(tmp
 
 
 def test_images_others_could_have_written_are_rebuilt_and_a_shared_folder_is_refused(tmp_path):
-    """The trust rules of the host JIT's cache (kernels/cache_trust.h) hold for CUDA images too:
+    """The trust rules of the host JIT's cache (runtime/jit/cache_trust.h) hold for CUDA images too:
     an image owned by another user or writable by group or others never reaches the driver but
     is rebuilt as a private entry, and a folder others can write is refused before NVRTC runs."""
     import stat as st

@@ -1,4 +1,4 @@
-"""The one orchestrator (``_C.ProgramCore``, kernels/program_core.h) as Python's vertex programs use it.
+"""The one orchestrator (``_C.ProgramCore``, runtime/engine/program_core.h) as Python's vertex programs use it.
 
 Python keeps the tracer (its proxies), the reference fallback and the autograd glue; the trace
 cache, the call checks, the binding and the kernels are C++'s, shared with seastar::Program.

@@ -1,5 +1,5 @@
 """The CPU kernels' intermediates (aggregation results read back by a later traversal, stored
-vertex expressions) live in buffers reused across calls (kernels/scratch_pool.h). A reused
+vertex expressions) live in buffers reused across calls (runtime/cpu/scratch_pool.h). A reused
 buffer holds the previous call's values, so any row a kernel failed to write would show here:
 calls on graphs that grow and shrink, and calls from several threads at once, must each equal
 plain torch."""

@@ -96,8 +96,8 @@ def test_configures_with_cmake4_and_cuda13(toolchain, tmp_path):
 
     # ... and the CUDA sources compile with every one of them
     commands = json.loads((build / "compile_commands.json").read_text())
-    runtime = [c["command"] for c in commands if c["file"].endswith("kernels/cuda_runtime.cpp")]
-    assert runtime, "kernels/cuda_runtime.cpp is not compiled"
+    runtime = [c["command"] for c in commands if c["file"].endswith("runtime/cuda/cuda_runtime.cpp")]
+    assert runtime, "runtime/cuda/cuda_runtime.cpp is not compiled"
     args = runtime[0].split()
     system = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-isystem"]
     assert str(include) in system and str(cccl) in system, runtime[0]
