@@ -1,6 +1,7 @@
-"""The C++ sources keep the layering docs/ARCHITECTURE.md draws ("Folders and libraries"): a file
-includes project headers only from its own layer or the layers below it, so every arrow of the
-include graph points down. Read from the source tree; nothing is built."""
+"""The repository keeps its layout. The C++ sources keep the layering docs/ARCHITECTURE.md draws
+("Folders and libraries"): a file includes project headers only from its own layer or the layers
+below it, so every arrow of the include graph points down. tests/README.md lists every test
+file. Read from the source tree; nothing is built."""
 from __future__ import annotations
 
 import re
@@ -53,3 +54,12 @@ def test_no_include_points_up():
 def test_an_upward_include_would_be_found():
     assert rank("core/ir/ir.h") < rank("codegen/plan.h") < rank("runtime/jit/compiler.h") \
         < rank("runtime/engine/program_core.h") < rank("api/program.h")
+
+
+def test_the_tests_readme_lists_every_test_file():
+    readme = (ROOT / "tests" / "README.md").read_text()
+    tests = ROOT / "tests"
+    unlisted = [f.relative_to(tests).as_posix() for f in sorted(tests.rglob("test_*"))
+                if f.suffix in (".py", ".cpp") and f.parent.name in ("python", "cpp", "compat", "gpu")
+                and f.relative_to(tests).as_posix() not in readme]
+    assert not unlisted, "tests/README.md does not list: " + ", ".join(unlisted)
