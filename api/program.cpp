@@ -21,12 +21,6 @@ void check_call(const std::string& prog, const Graph& graph, const Program::Tens
     if (!t.defined()) SEASTAR_THROW(ValueError, prog, ": '", name, "' is an undefined tensor");
 }
 
-TensorInfos infos_of(const Program::Tensors& tensors) {
-  TensorInfos infos;
-  for (const auto& [name, t] : tensors) infos.emplace(name, TensorInfo::of(t));
-  return infos;
-}
-
 }  // namespace
 
 Program::Program(Fn fn, std::string name) {
@@ -88,10 +82,10 @@ LoweredProgram Program::lower(const Graph& graph, const Tensors& tensors) const 
 
 std::vector<torch::Tensor> Program::operator()(const Graph& graph, const Tensors& tensors) const {
   check_call(name(), graph, tensors);
-  const PreparedCall call = impl_->core.prepare(graph, infos_of(tensors), [&] { return trace(graph, tensors); });
-  if (call.misfit) std::rethrow_exception(call.misfit);
-  if (!call.unsupported.empty()) SEASTAR_THROW(NotImplementedError, name(), ": ", call.unsupported);
-  return call.signature->run(graph, tensors);
+  CallResult call = impl_->core.call(graph, tensors, [&] { return trace(graph, tensors); }, /*use_fused=*/true);
+  if (call.prepared.misfit) std::rethrow_exception(call.prepared.misfit);
+  if (!call.ran) SEASTAR_THROW(NotImplementedError, name(), ": ", call.prepared.unsupported);
+  return std::move(call.outputs);
 }
 
 torch::Tensor Program::call(const Graph& graph, const Tensors& tensors) const {

@@ -39,7 +39,7 @@ except ImportError:  # run from a checkout: python examples/hetero_node_classifi
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
     import seastar as ss
 import seastar.nn as snn  # noqa: E402
-from seastar.fused import FallbackLog  # noqa: E402
+from seastar import FallbackLog  # noqa: E402
 from _common import check_arguments, start_run, write_json  # noqa: E402  (examples/, the script's folder)
 
 log = logging.getLogger("seastar.examples.hetero_node_classification")

@@ -44,7 +44,7 @@ except ImportError:  # run from a checkout: python examples/rgcn_link_prediction
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
     import seastar as ss
 import seastar.nn as snn  # noqa: E402
-from seastar.fused import FallbackLog  # noqa: E402
+from seastar import FallbackLog  # noqa: E402
 from _common import check_arguments, start_run, write_json  # noqa: E402  (examples/, the script's folder)
 from seastar.datasets import KnowledgeGraphDataset  # noqa: E402
 

@@ -33,11 +33,10 @@ from ._thread_governor import set_thread_governor, thread_governor_stats
 
 thread_governor_stats()  # ValueError now, not at the first launch, for a bad SEASTAR_THREAD_GOVERNOR
 
-from .fused import FallbackWarning
 from .graph import Graph
 from . import ops
 from .ops import *  # noqa: F401,F403 - sum, mean, max, min, softmax, dot and every public op of core/ir/ops.def
-from .program import VertexProgram, vertex_program
+from .program import FallbackLog, FallbackWarning, VertexProgram, vertex_program
 from .reorder import Reordered, reorder_graph
 from . import torch_ops  # registers the ops and opaque types torch.compile and export need
 from . import derived_graphs  # the op that derives graphs inside compiled code

@@ -36,6 +36,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 import numpy as np
 
 from . import _C
+from .program import capture_signatures
 
 WARP = 32  # the CUDA warp (launch::kWarpSize); a hardware constant, not a mapping choice
 
@@ -70,32 +71,11 @@ H200 = Device("NVIDIA H200 (sm_90, 132 SMs)", sms=132)
 
 
 # -- programs and kernels ------------------------------------------------------------------------
-class record_programs:
+def record_programs():
     """Context manager: the fused programs run inside it, in call order, one entry per
-    (program, signature) as ``(name, compiled)``; ``compiled.kernels`` is the FusedProgram;
-    ``calls[id(compiled)]`` the graph and tensors of its first call."""
-
-    def __init__(self):
-        self.programs: List[tuple] = []
-        self.calls: Dict[int, tuple] = {}
-
-    def __enter__(self):
-        from . import fused
-        self._fused, self._run = fused, fused.run
-        seen = set()
-
-        def run(compiled, graph, tensors):
-            if id(compiled) not in seen:
-                seen.add(id(compiled))
-                self.programs.append((compiled.lowered.name, compiled))
-                self.calls[id(compiled)] = (graph, dict(tensors))
-            return self._run(compiled, graph, tensors)
-
-        fused.run = run
-        return self
-
-    def __exit__(self, *exc):
-        self._fused.run = self._run
+    (program, signature) as ``(name, compiled)`` in ``.programs``; ``compiled.kernels`` is the
+    FusedProgram; ``.calls[id(compiled)]`` the graph and tensors of its first call."""
+    return capture_signatures(run_fused=True)
 
 
 def directions(compiled) -> List[str]:

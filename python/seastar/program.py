@@ -6,13 +6,15 @@ A call ``prog(graph, h=h, el=el, ...)`` binds tensors by name: attributes read t
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import itertools
 import logging
 import time
+import warnings
 import weakref
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 
@@ -32,9 +34,87 @@ DST_SUFFIX = "@dst"  # a vertex input read at sources and destinations: its firs
 PROGRAMS: "weakref.WeakValueDictionary[int, VertexProgram]" = weakref.WeakValueDictionary()
 _program_uids = itertools.count()
 
+FALLBACK_MESSAGE = "runs on the reference backend"
+
 JIT_TRACE_MESSAGE = ("torch.jit.trace cannot record Seastar's kernels (it would record only the outputs' "
                      "allocation and replay garbage); use torch.compile or torch.export instead, which record "
                      "them as the ops seastar::vertex_program / seastar::vertex_program_backward")
+
+
+class FallbackWarning(UserWarning):
+    """A program ran on the reference backend (plain torch ops, slower, more memory) because the
+    fused kernels cannot run it; shown once per program and reason."""
+
+
+class FallbackLog(logging.Handler):
+    """Collects the programs that ran on the reference backend instead of fused kernels.
+
+    ``logging.getLogger("seastar").addHandler(h := FallbackLog())`` (with the logger at INFO),
+    then ``h.messages`` lists each fallback once, with its reason."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.messages = []
+
+    def emit(self, record):
+        msg = record.getMessage()
+        if FALLBACK_MESSAGE in msg and msg not in self.messages:
+            self.messages.append(msg)
+
+
+_warned = set()
+
+
+def runs_fused(compiled: "_C.Signature", why: str, backend: str) -> bool:
+    """The backend choice, for eager calls and compiled code alike: whether the fused kernels run
+    a call, given why they cannot (empty: they can). ``backend="fused"`` raises
+    NotImplementedError when they cannot; ``"auto"`` falls back to the reference backend and says
+    so once per program and reason (a FallbackWarning, and the "seastar" logger)."""
+    if backend == "reference":
+        return False
+    if not why:
+        return True
+    if backend == "fused":
+        raise NotImplementedError(why)
+    name = compiled.lowered.name
+    if "no CUDA backend" in why:
+        name, why = "CUDA tensors", why.split(";")[0]  # one warning for every program
+    if (name, why) not in _warned:
+        _warned.add((name, why))
+        warnings.warn(f"seastar: {name} {FALLBACK_MESSAGE}: {why}", FallbackWarning, stacklevel=3)
+        log.info("%s " + FALLBACK_MESSAGE + ": %s", name, why)
+    return False
+
+
+class SignatureCapture:
+    """The signatures eager calls ran on the fused kernels (with ``run_fused=False``: the calls
+    that asked for them), in order of their first call (``capture_signatures``)."""
+
+    def __init__(self, run_fused: bool):
+        self.run_fused = run_fused
+        self.programs: List[tuple] = []  # (name, signature)
+        self.calls: Dict[int, tuple] = {}  # id(signature) -> the graph and tensors of its first call
+
+    def _record(self, compiled, graph, tensors):
+        if id(compiled) not in self.calls:
+            self.programs.append((compiled.lowered.name, compiled))
+            self.calls[id(compiled)] = (graph, dict(tensors))
+
+
+_captures: List[SignatureCapture] = []
+
+
+@contextlib.contextmanager
+def capture_signatures(run_fused: bool = True):
+    """Records the signature of every eager vertex-program call inside the block (for the GPU
+    models and the CUDA codegen tests, which inspect every kernel a model runs). With
+    ``run_fused=False`` the calls run on the reference backend, so that nothing is compiled."""
+    capture = SignatureCapture(run_fused)
+    _captures.append(capture)
+    try:
+        yield capture
+    finally:
+        _captures.remove(capture)
 
 
 class VertexProgram:
@@ -100,8 +180,7 @@ class VertexProgram:
         compiled, why, kind, message = self._core.prepare(graph._g, tensors,
                                                           lambda: self._trace_for_cache(graph, tensors))
         if kind is not None:
-            file, line = _user_location()
-            raise (TypeError if kind == "TypeError" else ValueError)(f"{file}:{line}: {message}")
+            raise _misfit(kind, message)
         return compiled, why
 
     def _trace_for_cache(self, graph: Graph, tensors) -> "_C.Module":
@@ -122,21 +201,34 @@ class VertexProgram:
         for k, t in tensors.items():
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"'{k}' must be a torch.Tensor, got {type(t).__name__}")
+        backend = backend or self.backend
         if torch.compiler.is_compiling():  # torch.compile / torch.export: record the op
             from . import torch_ops
-            return torch_ops.call_program(self, graph, backend or self.backend, tensors)
+            return torch_ops.call_program(self, graph, backend, tensors)
         if torch.jit.is_tracing():
             raise RuntimeError(f"{self.name}: {JIT_TRACE_MESSAGE}")
-        compiled, why = self._prepare(graph, tensors)
-        backend = backend or self.backend
-        from . import fused  # late import: the fused runtime is optional for tracing and tests
-        if backend in ("auto", "fused") and fused.available(compiled, why, backend):
-            outs = fused.run(compiled, graph, tensors)
-        elif backend == "fused":
-            raise NotImplementedError(why)
-        else:
+        # one entry into C++: traced and lowered on a miss, checked, and run by the fused kernels
+        # unless they cannot run it or the reference backend is asked for
+        wants_fused = backend != "reference"
+        use_fused = wants_fused and all(c.run_fused for c in _captures)
+        outs, compiled, why, kind, message = self._core.call(
+            graph._g, tensors, lambda: self._trace_for_cache(graph, tensors), use_fused)
+        if kind is not None:
+            raise _misfit(kind, message)
+        for capture in _captures:
+            if outs is not None or (wants_fused and not capture.run_fused):
+                capture._record(compiled, graph, tensors)
+        if outs is None:
+            if use_fused:
+                runs_fused(compiled, why, backend)  # raises for "fused", says so once for "auto"
             outs = _ReferenceFunction.apply(compiled, graph, *compiled.bind(graph._g, tensors))
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _misfit(kind: str, message: str) -> Exception:
+    """The orchestrator's misfit of a call's tensors, naming the calling line as trace errors do."""
+    file, line = _user_location()
+    return (TypeError if kind == "TypeError" else ValueError)(f"{file}:{line}: {message}")
 
 
 def program_factory(fn):

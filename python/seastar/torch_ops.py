@@ -298,8 +298,7 @@ def program_signature(kind: GraphKind, program_uid: int, metas: Tuple, backend: 
     code. ``metas``: (name, role, shape without rows, dtype, device, requires_grad) per tensor,
     role "src", "dst" or "src|dst" (a vertex tensor's rows; both when the graph has as many of
     each), "edge", or "param" (shape in full)."""
-    from . import fused
-    from .program import PROGRAMS
+    from .program import PROGRAMS, runs_fused
 
     with _lock:
         program = PROGRAMS[program_uid]
@@ -320,12 +319,7 @@ def program_signature(kind: GraphKind, program_uid: int, metas: Tuple, backend: 
             except ValueError:
                 if choice == choices[-1]:
                     raise
-        if backend in ("auto", "fused") and fused.available(compiled, why, backend):
-            use_fused = True
-        elif backend == "fused":
-            raise NotImplementedError(why)
-        else:
-            use_fused = False
+        use_fused = runs_fused(compiled, why, backend)
         names = tuple(compiled.names)
         key = (id(compiled), use_fused)
         sid = _SIGNATURE_IDS.get(key)
@@ -413,14 +407,14 @@ def _named(sig: Signature, tensors) -> Dict[str, torch.Tensor]:
 @torch.library.custom_op("seastar::vertex_program", mutates_args=())
 def vertex_program(signature: int, graph: List[torch.Tensor], kind: List[int],
                    tensors: List[torch.Tensor]) -> List[torch.Tensor]:
-    from . import fused, reference
+    from . import reference
 
     sig = _SIGNATURES[signature]
     g = graph_inputs.resolve(graph, kind)
     name = sig.compiled.lowered.name
     with torch.profiler.record_function(f"seastar::{name}.forward"):
         if sig.fused:
-            outs = fused._program(sig.compiled).run_forward(g._g, _named(sig, tensors))
+            outs = sig.compiled.kernels.run_forward(g._g, _named(sig, tensors))
         else:
             with torch.no_grad():
                 outs = reference.evaluate(sig.compiled.lowered.forward, g, _named(sig, tensors))
@@ -443,14 +437,14 @@ def _vertex_program_fake(signature, graph, kind, tensors):
 @torch.library.custom_op("seastar::vertex_program_backward", mutates_args=())
 def vertex_program_backward(signature: int, graph: List[torch.Tensor], kind: List[int], tensors: List[torch.Tensor],
                             grad_outputs: List[torch.Tensor]) -> List[torch.Tensor]:
-    from . import fused, reference
+    from . import reference
 
     sig = _SIGNATURES[signature]
     g = graph_inputs.resolve(graph, kind)
     name = sig.compiled.lowered.name
     with torch.profiler.record_function(f"seastar::{name}.backward"):
         if sig.fused:
-            grads = fused._program(sig.compiled).run_backward(g._g, _named(sig, tensors), list(grad_outputs))
+            grads = sig.compiled.kernels.run_backward(g._g, _named(sig, tensors), list(grad_outputs))
         else:
             with torch.no_grad():
                 grads = reference.evaluate(sig.compiled.lowered.backward, g, _named(sig, tensors),

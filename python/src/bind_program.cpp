@@ -33,6 +33,18 @@ TensorInfos infos_of(const py::dict& tensors) {
   return infos;
 }
 
+/// A prepared call's misfit as (kind, message), or (None, None): Python raises it naming the calling line.
+py::tuple misfit_of(const PreparedCall& call) {
+  if (!call.misfit) return py::make_tuple(py::none(), py::none());
+  try {
+    std::rethrow_exception(call.misfit);
+  } catch (const TypeError& e) {
+    return py::make_tuple(py::str("TypeError"), py::str(e.what()));
+  } catch (const ValueError& e) {
+    return py::make_tuple(py::str("ValueError"), py::str(e.what()));
+  }
+}
+
 }  // namespace
 
 void bind_program(py::module_& m) {
@@ -74,20 +86,29 @@ void bind_program(py::module_& m) {
           py::gil_scoped_release unlocked;  // as in signature(): the tracer takes the GIL back
           call = p.prepare(g, infos, trace);
         }
-        py::object kind = py::none(), message = py::none();
-        if (call.misfit) {
-          try {
-            std::rethrow_exception(call.misfit);
-          } catch (const TypeError& e) {
-            kind = py::str("TypeError"), message = py::str(e.what());
-          } catch (const ValueError& e) {
-            kind = py::str("ValueError"), message = py::str(e.what());
-          }
-        }
-        return py::make_tuple(std::const_pointer_cast<Signature>(call.signature), call.unsupported, kind, message);
+        const py::tuple misfit = misfit_of(call);
+        return py::make_tuple(std::const_pointer_cast<Signature>(call.signature), call.unsupported, misfit[0],
+                              misfit[1]);
       }, py::arg("graph"), py::arg("tensors"), py::arg("trace"),
            "One call's preparation: (signature, why the fused kernels cannot run these tensors or '', the kind and "
-           "message of the tensors' misfit or None, None). Trace and lowering errors are raised.");
+           "message of the tensors' misfit or None, None). Trace and lowering errors are raised.")
+      .def("call", [](ProgramCore& p, const Graph& g, const Tensors& tensors, const std::function<ir::Module()>& trace,
+                      bool use_fused) {
+        const TensorInfos infos = seastar::infos_of(tensors);
+        PreparedCall prepared;
+        {
+          py::gil_scoped_release unlocked;  // as in signature(): the tracer takes the GIL back
+          prepared = p.prepare(g, infos, trace);
+        }
+        // the kernels run with the GIL: a forward's JIT compile polls Ctrl-C through it
+        const CallResult call = ProgramCore::run_prepared(std::move(prepared), g, tensors, use_fused);
+        const py::tuple misfit = misfit_of(call.prepared);
+        py::object outputs = call.ran ? py::cast(call.outputs) : py::none();
+        return py::make_tuple(outputs, std::const_pointer_cast<Signature>(call.prepared.signature),
+                              call.prepared.unsupported, misfit[0], misfit[1]);
+      }, py::arg("graph"), py::arg("tensors"), py::arg("trace"), py::arg("use_fused"),
+           "A warm call's one entry: (the fused kernels' outputs, or None when they did not run; the signature; "
+           "why they cannot run these tensors or ''; the kind and message of the tensors' misfit or None, None).");
 }
 
 }  // namespace seastar::python

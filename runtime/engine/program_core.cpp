@@ -227,6 +227,26 @@ PreparedCall ProgramCore::prepare(const Graph& graph, const TensorInfos& infos, 
   return call;
 }
 
+TensorInfos infos_of(const Tensors& tensors) {
+  TensorInfos infos;
+  for (const auto& [name, t] : tensors) infos.emplace(name, TensorInfo::of(t));
+  return infos;
+}
+
+CallResult ProgramCore::call(const Graph& graph, const Tensors& tensors, const Tracer& trace, bool use_fused) {
+  return run_prepared(prepare(graph, infos_of(tensors), trace), graph, tensors, use_fused);
+}
+
+CallResult ProgramCore::run_prepared(PreparedCall prepared, const Graph& graph, const Tensors& tensors,
+                                     bool use_fused) {
+  CallResult result;
+  result.prepared = std::move(prepared);
+  if (result.prepared.misfit || !result.prepared.unsupported.empty() || !use_fused) return result;
+  result.outputs = result.prepared.signature->run(graph, tensors);
+  result.ran = true;
+  return result;
+}
+
 size_t ProgramCore::num_traces() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return num_traces_;

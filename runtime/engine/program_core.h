@@ -41,6 +41,9 @@ struct TensorInfo {
 using TensorInfos = std::map<std::string, TensorInfo>;
 using Tensors = std::map<std::string, torch::Tensor>;
 
+/// The infos of named real tensors.
+TensorInfos infos_of(const Tensors& tensors);
+
 /// torch's Python name of a dtype ("torch.float32"), so both front ends word errors alike.
 std::string dtype_name(c10::ScalarType dtype);
 
@@ -90,6 +93,14 @@ struct PreparedCall {
   std::exception_ptr misfit;
 };
 
+/// One call, end to end (ProgramCore::call): the prepared call, and the outputs when the fused
+/// kernels ran it.
+struct CallResult {
+  PreparedCall prepared;
+  bool ran = false;  ///< whether the fused kernels ran: `outputs` holds their results
+  std::vector<torch::Tensor> outputs;
+};
+
 /// The trace cache of one program. Thread-safe: concurrent calls meeting a new signature trace
 /// it once (the tracer runs under the cache's lock; a caller whose tracer needs another lock, as
 /// Python's needs the GIL, must not hold it while it waits here: the binding releases the GIL).
@@ -109,6 +120,14 @@ class ProgramCore {
   /// their errors are thrown), the check of the tensors against it (returned as `misfit`), and
   /// whether the fused kernels can run them. Then the call runs Signature::run, or falls back.
   PreparedCall prepare(const Graph& graph, const TensorInfos& infos, const Tracer& trace);
+  /// A warm call's one entry: prepare() from the tensors themselves, then, when the tensors fit,
+  /// the fused kernels can run them and the front end allows them (`use_fused`), Signature::run.
+  /// Otherwise nothing runs and the prepared call says why: the front end raises the misfit, or
+  /// runs its fallback (Python's reference executor) or raises `unsupported` (C++).
+  CallResult call(const Graph& graph, const Tensors& tensors, const Tracer& trace, bool use_fused);
+  /// call()'s second half, for a front end that prepares without a lock it must hold to run
+  /// (Python prepares without the GIL, which its tracer needs, and runs with it).
+  static CallResult run_prepared(PreparedCall prepared, const Graph& graph, const Tensors& tensors, bool use_fused);
   /// How many signatures have been traced and kept (the size of the trace cache).
   size_t num_traces() const;
 

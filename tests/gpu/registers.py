@@ -19,7 +19,7 @@ sys.path.insert(0, str(HERE.parents[1] / "python"))
 import torch  # noqa: E402
 
 import seastar as ss  # noqa: E402
-from seastar import _C, fused  # noqa: E402
+from seastar import _C  # noqa: E402
 from models import MODELS  # noqa: E402
 
 
@@ -35,7 +35,7 @@ def main() -> None:
     rows = []
 
     def record(label, compiled, dtypes):
-        program = fused._program(compiled)
+        program = compiled.kernels
         for direction in ("forward", "backward") if compiled.lowered.wrt else ("forward",):
             for dtype in dtypes:
                 launches = {l["name"]: l for l in program.cuda_launches(direction, dtype, "int32")}
@@ -57,7 +57,7 @@ def main() -> None:
     for name, model in MODELS.items():
         t = {k: v.requires_grad_() for k, v in model.make_inputs(graph).items()}
         compiled = model.program._compiled(graph, t)
-        if not fused._program(compiled).unsupported:
+        if not compiled.kernels.unsupported:
             record(name, compiled, [torch.float32])
     Path(out).write_text(json.dumps({"archs": archs, "nvrtc": _C.nvrtc_version(), "kernels": rows}, indent=1))
     for r in rows:

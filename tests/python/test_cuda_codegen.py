@@ -23,7 +23,8 @@ import pytest
 import torch
 
 import seastar as ss
-from seastar import _C, fused
+from seastar import _C
+from seastar.program import capture_signatures
 from models import MODELS
 
 log = logging.getLogger("seastar.tests")
@@ -69,7 +70,7 @@ class _Prog:
     """A traced signature's FusedProgram and the directions it has."""
 
     def __init__(self, compiled):
-        self.fused = fused._program(compiled)
+        self.fused = compiled.kernels
         self.unsupported = self.fused.unsupported
         self.directions = ("forward", "backward") if compiled.lowered.wrt else ("forward",)
 
@@ -99,15 +100,8 @@ def _zoo_programs():
     """The programs the seastar.nn layers run, captured where the fused backend is asked for them."""
     import seastar.nn as snn
     graph = _typed_graph()
-    seen = []
-    original = fused.available
-
-    def capture(compiled, tensors, backend="auto"):
-        seen.append(compiled)
-        return False  # run on the reference backend: nothing is compiled for the CPU here
-
-    fused.available = capture
-    try:
+    # run on the reference backend: nothing is compiled for the CPU here
+    with capture_signatures(run_fused=False) as captured:
         torch.manual_seed(0)
         x = torch.randn(graph.num_nodes, 6)
         mlp = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
@@ -137,10 +131,8 @@ def _zoo_programs():
             layer(graph, x.clone().requires_grad_(), w).sum().backward()
         out = snn.edge_softmax(graph, torch.randn(graph.num_edges, 2, requires_grad=True))
         out.sum().backward()
-    finally:
-        fused.available = original
     progs = {}
-    for c in seen:
+    for _, c in captured.programs:
         key = f"{c.lowered.name}[{','.join(c.names)}]"
         progs.setdefault(key, _Prog(c))
     return progs
@@ -285,7 +277,7 @@ def test_wide_features_map_to_blocks_and_stay_within_1024_threads():
     for f in (1, 7, 32, 64, 256, 1024, 5000):
         tensors = {"h": torch.randn(graph.num_nodes, f, requires_grad=True),
                    "w": torch.randn(graph.num_edges, 1, requires_grad=True)}
-        program = fused._program(MODELS["gcn"].program._compiled(graph, tensors))
+        program = MODELS["gcn"].program._compiled(graph, tensors).kernels
         for direction in ("forward", "backward"):
             for launch in program.cuda_launches(direction, torch.float32, "int32"):
                 assert launch["block_threads"] <= 1024
@@ -300,7 +292,7 @@ def test_golden_gat_forward_cuda():
     ei = torch.tensor([[0, 1, 2, 3, 1], [1, 2, 3, 0, 1]])
     graph = ss.Graph.from_edge_index(ei, num_nodes=5)
     tensors = {"h": torch.randn(5, 4, 16), "el": torch.randn(5, 4, 1), "er": torch.randn(5, 4, 1)}
-    program = fused._program(MODELS["gat"].program._compiled(graph, tensors))
+    program = MODELS["gat"].program._compiled(graph, tensors).kernels
     text = program.cuda_source("forward", torch.float32, "int32")
     if UPDATE:
         GOLDEN.write_text(text)

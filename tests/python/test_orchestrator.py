@@ -111,9 +111,9 @@ def test_python_gets_the_cpp_call_checks():
         prog(g, h=h[:4], w=w)
 
 
-def test_a_call_crosses_into_the_orchestrator_once_before_it_runs():
-    """The signature, the checks and the fused backend's answer come from one prepare() call;
-    a misfit of the tensors comes back from it and is raised naming the calling line."""
+def test_a_call_crosses_into_the_orchestrator_once():
+    """The signature, the checks, the fused backend's answer and the outputs come from one
+    call(); a misfit of the tensors comes back from it and is raised naming the calling line."""
     class Recording:
         def __init__(self, core):
             self.core, self.calls = core, []
@@ -128,7 +128,7 @@ def test_a_call_crosses_into_the_orchestrator_once_before_it_runs():
     h, w = torch.randn(5, 3, dtype=torch.float64), torch.randn(5, 1, dtype=torch.float64)
     for _ in range(2):
         torch.testing.assert_close(prog(g, h=h, w=w), _weighted_sum(g, h, w), rtol=1e-12, atol=1e-12)
-    assert prog._core.calls == ["prepare", "prepare"]
+    assert prog._core.calls == ["call", "call"]
     with pytest.raises(ValueError, match=r"test_orchestrator.py:\d+: .*'h' has 4 rows but the graph has 5"):
         prog(g, h=h[:4], w=w)
 
