@@ -228,3 +228,34 @@ def test_which_kernels_cut_hubs_into_pieces(tmp_path, monkeypatch):
     monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "0")
     off = _kernels(tmp_path / "off", monkeypatch, fresh(model, "which_pieces_off"), graph, **inputs)["backward"]
     assert not any("q % PM" in k or "sx::hub_count" in k for k in off.values())
+
+
+# ---- argmax / argmin: (extreme, edge id) pairs combined ------------------------------------------
+
+def _first_ties(v):
+    # ties="first" differentiates through the edge id of the extreme (agg_argmax / agg_argmin)
+    return ss.max((e.src.h for e in v.in_edges()), ties="first") - ss.min((e.src.k * e.w for e in v.in_edges()),
+                                                                          ties="first")
+
+
+@pytest.mark.parametrize("graph_name", ["large_hub", "hub", "mixed"])
+def test_hub_path_argmax_argmin_keep_the_first_edge_of_a_tie(graph_name, monkeypatch, graph_factory):
+    """Values in {0, 1, 2}: most of a hub's edges tie, across the groups' slices; the gradient
+    goes to the edge of the smallest id, as without the split."""
+    graph = _hub_graph() if graph_name == "large_hub" else graph_factory(graph_name)
+    g = torch.Generator().manual_seed(4)
+    N, E = graph.num_nodes, graph.num_edges
+    inputs = {k: torch.randint(0, 3, shape, generator=g).double()
+              for k, shape in (("h", (N, 3)), ("k", (N, 3)), ("w", (E, 1)))}
+    _on_off_and_reference(_first_ties, f"first_ties_{graph_name}", graph, inputs, monkeypatch)
+
+
+def test_argmax_kernels_take_the_hub_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "4")
+    graph = _hub_graph()
+    inputs = {"h": torch.randn(graph.num_nodes, 3, dtype=torch.float64),
+              "k": torch.randn(graph.num_nodes, 3, dtype=torch.float64),
+              "w": torch.randn(graph.num_edges, 1, dtype=torch.float64)}
+    prog = ss.vertex_program(name="hub_which_first_ties")(_first_ties)
+    bwd = _kernels(tmp_path, monkeypatch, prog, graph, **inputs)["backward"]  # the backward finds the edge ids
+    assert any("best" in k and "sx::hub_count" in k and "wi < id" in k for k in bwd.values())
