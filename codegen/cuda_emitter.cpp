@@ -420,16 +420,17 @@ class CudaEmitter : public EmitterBase {
   /// Before the chunks' loop of a traversal whose hubs are cut into pieces: the hubs (centres
   /// of at least hub_degree edges, a prefix of the degree order) become PM items each, pieces
   /// of PE edges (PM: the largest hub's pieces; a smaller hub's surplus items are empty), taken
-  /// round-robin by the chunks like the centres after them. PE is the mean chunk's edges, so no
-  /// chunk holds much more than the mean whatever the degrees (CudaLaunch::hub_piece_edges is
-  /// the same rule, for the host). Each chunk still adds its items in a fixed order into its
+  /// round-robin by the chunks like the centres after them. PE is a fraction of the mean
+  /// chunk's edges (launch::kHubPiecesPerChunk), so no chunk holds much more than the mean
+  /// whatever the degrees (CudaLaunch::hub_piece_edges is the same rule, for the host). Each chunk still adds its items in a fixed order into its
   /// own partial sums: deterministic whichever group runs it.
   std::string hub_pieces_setup() const {
     std::ostringstream out;
     out << "  // hubs (centres of at least " << o_.hub_degree << " edges) cut into pieces of PE edges, PM items each,\n"
         << "  // then the other centres: M items, chunk b taking items b, b + NB, ...\n"
         << "  const int64_t NH = sx::hub_count(ptr, order, N, (int64_t)" << o_.hub_degree << ");\n"
-        << "  const int64_t PE = sx::max<int64_t>(1, (E + NB - 1) / NB);\n"
+        << "  const int64_t PE = sx::max<int64_t>(1, (E + " << launch::kHubPiecesPerChunk << " * NB - 1) / ("
+        << launch::kHubPiecesPerChunk << " * NB));\n"
         << "  const int64_t PM = NH > 0 ? ((int64_t)ptr[order[0] + 1] - (int64_t)ptr[order[0]] + PE - 1) / PE : 1;\n"
         << "  const int64_t M = N + NH * (PM - 1);\n";
     return out.str();

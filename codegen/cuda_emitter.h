@@ -57,10 +57,10 @@ struct CudaLaunch {
   }
 
   /// A traversal that cuts its hubs into pieces (Items::Chunks with hub_degree > 0): the edges
-  /// of one piece, the mean chunk's; the generated code computes the same (PE).
+  /// of one piece (launch::kHubPiecesPerChunk); the generated code computes the same (PE).
   int64_t hub_piece_edges(int64_t N, int64_t E, int64_t NS) const {
-    const int64_t chunks = num_items(N, E, NS);
-    return std::max<int64_t>(1, (E + chunks - 1) / chunks);
+    const int64_t slots = launch::kHubPiecesPerChunk * num_items(N, E, NS);
+    return std::max<int64_t>(1, (E + slots - 1) / slots);
   }
 };
 
