@@ -102,17 +102,29 @@ class CudaEmitter : public EmitterBase {
            "[k]; }";
   }
 
+  std::string shared_loop(const std::string& var, int64_t n) const override {
+    return "for (int64_t " + var + " = lane; " + var + " < " + std::to_string(n) + "; " + var + " += GT) ";
+  }
+
   void pass_barrier(std::ostringstream& os) override {
     os << "      grp.sync();  // the previous pass's results, stored by every lane, are read below\n";
   }
 
   std::string edge_loop_bounds() const override { return "j = jb; j < je"; }
 
+  /// A hub cut into pieces: every piece walks its edges, only the first does the centre's own
+  /// work (its per-centre partial sums, stores), so that work counts once.
+  std::string once_per_centre(const std::string& code) const override {
+    if (!pieces_ || probe_ || code.empty()) return code;
+    return "      if (lead) {  // the centre's own work, once: by its first piece\n" + indent(code) + "      }\n";
+  }
+
   /// A hub's groups each walked a slice of its edges: they combine their accumulators through
   /// shared memory (every thread's slot x at sx_hub[x * BT + thread]), each group reading the
   /// groups' partials in group order, so every group ends with the same bits, and the result
   /// does not depend on which block took the hub.
   void after_edge_loop(std::ostringstream& os) override {
+    if (!pass_accumulators_.empty()) accumulators_seen_ = true;
     if (probe_ || gt_ > launch::kWarpSize || pass_accumulators_.empty()) return;
     const std::string ind = "      ";
     std::ostringstream put, combine;
@@ -125,9 +137,23 @@ class CudaEmitter : public EmitterBase {
       off += n;
       return at;
     };
+    // the same for an int64 array (argmax's edge ids): 8 / sizeof(T) float slots per element,
+    // 8-byte aligned (BT is even and sx_hub is)
+    const int64_t per_id = 8 / float_bytes();
+    auto save_ids = [&](const std::string& array, int64_t n) {
+      const int64_t at = off;
+      put << ind << "  _Pragma(\"unroll\") for (int x = 0; x < " << n << "; ++x) reinterpret_cast<int64_t*>(sx_hub + "
+          << at << " * BT)[x * BT + threadIdx.x] = " << array << "[x];\n";
+      off += n * per_id;
+      return at;
+    };
     // group g's value of slot `x` (an expression) of the array saved at `at`
     auto part = [](int64_t at, const std::string& x, const std::string& g) {
       return "sx_hub[(" + std::to_string(at) + " + " + x + ") * BT + " + g + " * GT + lane]";
+    };
+    auto id_part = [](int64_t at, const std::string& x, const std::string& g) {
+      return "reinterpret_cast<const int64_t*>(sx_hub + " + std::to_string(at) + " * BT)[" + x + " * BT + " + g +
+             " * GT + lane]";
     };
     for (const PassAccumulator& a : pass_accumulators_) {
       const int64_t at = save(a.acc, a.extent);
@@ -165,7 +191,20 @@ class CudaEmitter : public EmitterBase {
                   << "] = v; }\n";
           break;
         }
-        default:  // argmax, argmin: a hub's slices are not combined; such kernels keep one group per centre
+        case Op::agg_argmax: case Op::agg_argmin: {
+          // (extreme, edge id) pairs under the edge loop's own rule: the larger (smaller)
+          // value, on a tie the smaller id; a group whose slice was empty holds id -1 and drops
+          // out. Edge ids are distinct, so the rule is a total order: the combine picks the edge
+          // the unsplit loop picks, whichever group walked it. Only the id is read afterwards.
+          const int64_t ab = save(a.best, a.extent), ai = save_ids(a.acc, a.extent);
+          combine << ind << "  " << loop(a.layout, a.S) << "{ T v = " << part(ab, s, "0") << "; int64_t id = "
+                  << id_part(ai, s, "0") << "; for (int g = 1; g < GPB; ++g) { const T w = " << part(ab, s, "g")
+                  << "; const int64_t wi = " << id_part(ai, s, "g") << "; if (wi >= 0 && (id < 0 || w "
+                  << (a.op == Op::agg_argmax ? ">" : "<") << " v || (w == v && wi < id))) { v = w; id = wi; } } "
+                  << a.acc << "[" << s << "] = id; }\n";
+          break;
+        }
+        default:  // an accumulator without a combine rule: such kernels keep one group per centre
           hub_unsupported_ = true;
           return;
       }
@@ -190,6 +229,7 @@ class CudaEmitter : public EmitterBase {
   Traversal body(const Kernel& k, std::ostringstream& fin) {
     begin_kernel(k);
     hub_unsupported_ = false;
+    accumulators_seen_ = false;
     hub_smem_elems_ = 0;
     Traversal t;
     if (k.kind == Kernel::Kind::Traverse) {
@@ -222,6 +262,7 @@ class CudaEmitter : public EmitterBase {
       m.groups_per_block = m.block_threads / m.group_threads;
       launch.hub_degree = o_.hub_degree;
     }
+    if (pieces_) launch.hub_degree = o_.hub_degree;
     launch.mapping = m;
     launch.src_side = source_side(k);
     std::ostringstream out;
@@ -267,16 +308,32 @@ class CudaEmitter : public EmitterBase {
     return groups > 1 && bytes <= kMaxStaticSharedBytes;
   }
 
+  /// Whether traversal k, one with parameter-gradient partial sums, cuts its hubs into pieces
+  /// (hub_pieces_setup): its partial sums are private to a chunk of work items, so a hub's
+  /// edges can only be shared by items of different chunks, which never meet. That is exact
+  /// when nothing is combined per centre: no accumulator (sum, max, softmax: their pieces
+  /// would have to meet), only edge terms and per-centre terms the first piece adds; and
+  /// worth it only when the edge loop does some work.
+  bool hub_pieces(const Kernel& k, const Traversal& t) const {
+    const bool edge_work = std::any_of(traffic_.begin(), traffic_.end(),
+                                       [](const TrafficTerm& x) { return x.per == TrafficTerm::Per::Edge; });
+    return k.kind == Kernel::Kind::Traverse && o_.hub_degree > 0 && !t.rows.empty() && !accumulators_seen_ &&
+           edge_work;
+  }
+
   /// The thread mapping of kernel k: the widest value decides it, and it decides the layouts, so
-  /// the body is emitted once to find the widths and thrown away.
+  /// the body is emitted once to find the widths (and whether hubs are cut into pieces) and
+  /// thrown away.
   launch::ThreadMapping probe_mapping(const Kernel& k) {
     probe_ = true;
+    pieces_ = false;
     width_ = 1;
     heads_ = 1;
     gt_ = 1;
     {
       std::ostringstream scratch_fin;
-      body(k, scratch_fin);
+      const Traversal t = body(k, scratch_fin);
+      pieces_ = hub_pieces(k, t);
     }
     probe_ = false;
     const launch::ThreadMapping m = launch::choose_mapping(width_, heads_);
@@ -336,8 +393,9 @@ class CudaEmitter : public EmitterBase {
       prog.scratch_elems += max_chunks * t.partial_elems;
       launch.items = CudaLaunch::Items::Chunks;
       launch.count = max_chunks;
-      out << "  const int64_t NB = sx::max<int64_t>(1, sx::min<int64_t>(N, " << max_chunks << "));\n"
-          << "  for (;;) {\n"
+      out << "  const int64_t NB = sx::max<int64_t>(1, sx::min<int64_t>(N, " << max_chunks << "));\n";
+      if (pieces_) out << hub_pieces_setup();
+      out << "  for (;;) {\n"
           << "    const int64_t base = grp.next_base(args.counters + " << launch.counter << ");\n"
           << "    if (base >= NB) break;\n"
           << "    const int64_t b = base + grp.offset();\n"
@@ -345,9 +403,10 @@ class CudaEmitter : public EmitterBase {
       for (const RowReduction& r : t.rows)
         out << "    T* pp" << r.value << " = (T*)args.scratch + " << scratch << " + b * " << t.partial_elems << " + "
             << r.offset << ";\n";
+      *rows = {true, scratch, max_chunks};
+      if (pieces_) return out.str() + hub_pieces_item() + t.passes + "    }\n  }\n";
       out << "    constexpr bool hub = false;\n"
           << "    for (int64_t i = b; i < N; i += NB) {\n";
-      *rows = {true, scratch, max_chunks};
     }
     out << "      const int64_t c = order[i];\n"
         << "      const int64_t beg = ptr[c], end = ptr[c + 1];\n"
@@ -356,6 +415,39 @@ class CudaEmitter : public EmitterBase {
         << "      const int64_t je = hub ? beg + (end - beg) * (grp.index + 1) / GPB : end;\n"
         << t.passes << "    }\n  }\n";
     return out.str();
+  }
+
+  /// Before the chunks' loop of a traversal whose hubs are cut into pieces: the hubs (centres
+  /// of at least hub_degree edges, a prefix of the degree order) become PM items each, pieces
+  /// of PE edges (PM: the largest hub's pieces; a smaller hub's surplus items are empty), taken
+  /// round-robin by the chunks like the centres after them. PE is a fraction of the mean
+  /// chunk's edges (launch::kHubPiecesPerChunk), so no chunk holds much more than the mean
+  /// whatever the degrees (CudaLaunch::hub_piece_edges is the same rule, for the host). Each chunk still adds its items in a fixed order into its
+  /// own partial sums: deterministic whichever group runs it.
+  std::string hub_pieces_setup() const {
+    std::ostringstream out;
+    out << "  // hubs (centres of at least " << o_.hub_degree << " edges) cut into pieces of PE edges, PM items each,\n"
+        << "  // then the other centres: M items, chunk b taking items b, b + NB, ...\n"
+        << "  const int64_t NH = sx::hub_count(ptr, order, N, (int64_t)" << o_.hub_degree << ");\n"
+        << "  const int64_t PE = sx::max<int64_t>(1, (E + " << launch::kHubPiecesPerChunk << " * NB - 1) / ("
+        << launch::kHubPiecesPerChunk << " * NB));\n"
+        << "  const int64_t PM = NH > 0 ? ((int64_t)ptr[order[0] + 1] - (int64_t)ptr[order[0]] + PE - 1) / PE : 1;\n"
+        << "  const int64_t M = N + NH * (PM - 1);\n";
+    return out.str();
+  }
+
+  /// The head of the loop over one chunk's items (hub_pieces_setup): the centre, the edges
+  /// this item walks, and whether it is the centre's first (`lead`: once_per_centre).
+  static std::string hub_pieces_item() {
+    return "    for (int64_t q = b; q < M; q += NB) {\n"
+           "      const bool piece = q < NH * PM;  // a piece of hub q / PM, else centre NH + (q - NH * PM)\n"
+           "      const int64_t i = piece ? q / PM : q - NH * (PM - 1);\n"
+           "      const int64_t c = order[i];\n"
+           "      const int64_t beg = ptr[c], end = ptr[c + 1];\n"
+           "      const int64_t jb = piece ? sx::min<int64_t>(end, beg + (q % PM) * PE) : beg;\n"
+           "      const int64_t je = piece ? sx::min<int64_t>(end, jb + PE) : end;\n"
+           "      const bool lead = !piece || q % PM == 0;\n"
+           "      if (!lead && jb == je) continue;  // beyond a smaller hub's last piece\n";
   }
 
   /// The loop of a per-vertex, per-parameter or per-edge map around its body `fin`.
@@ -425,6 +517,8 @@ class CudaEmitter : public EmitterBase {
 
   bool probe_ = false;
   bool hub_ = false;               ///< the kernel being emitted has the hub path
+  bool pieces_ = false;            ///< it cuts hubs into pieces (hub_pieces), chunk items each
+  bool accumulators_seen_ = false; ///< its body has an aggregation's accumulator
   bool hub_unsupported_ = false;   ///< its body has an accumulator the hub path cannot combine
   int64_t hub_smem_elems_ = 0;     ///< shared-memory elements per thread of the hub combine
   int64_t width_ = 1, heads_ = 1;

@@ -14,6 +14,7 @@
  */
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,7 +35,9 @@ struct CudaLaunch {
   int64_t count = 0;             ///< Chunks: the most blocks; Fixed: the items
   launch::ThreadMapping mapping;
   int counter = -1;              ///< its work counter (dynamic assignment), else -1
-  int64_t hub_degree = 0;        ///< traversals: centres of at least this many edges take a block each; 0 = none
+  /// Traversals: centres of at least this many edges take a block each (Items::Vertices) or
+  /// are cut into pieces of hub_piece_edges() edges (Items::Chunks); 0 = neither.
+  int64_t hub_degree = 0;
   int hub_counter = -1;          ///< the hubs' work counter, else -1
   bool src_side = false;         ///< iterates the sources of a bipartite graph (NS, not N)
   int64_t shared_bytes = 0;      ///< dynamic shared memory per block
@@ -51,6 +54,13 @@ struct CudaLaunch {
       case Items::Fixed: break;
     }
     return count;
+  }
+
+  /// A traversal that cuts its hubs into pieces (Items::Chunks with hub_degree > 0): the edges
+  /// of one piece (launch::kHubPiecesPerChunk); the generated code computes the same (PE).
+  int64_t hub_piece_edges(int64_t N, int64_t E, int64_t NS) const {
+    const int64_t slots = launch::kHubPiecesPerChunk * num_items(N, E, NS);
+    return std::max<int64_t>(1, (E + slots - 1) / slots);
   }
 };
 

@@ -38,7 +38,7 @@ void EmitterBase::emit_row_reduction(int a, std::ostringstream& update, std::ost
       note_width(x);
       os << ind << "{ T* p = " << slot_ptr << ";\n"
          << ind << "  for (int64_t l = 0; l < " << L << "; ++l)\n"
-         << ind << "    for (int64_t i = 0; i < " << K << "; ++i) {\n"
+         << ind << "    " << shared_loop("i", K) << "{\n"
          << ind << "      const T xi = " << pu.expr << "[l * " << K << " + i];\n";
       const std::string pragma = simd(Layout::Whole);
       if (!pragma.empty()) os << ind << "      " << pragma << "\n";
@@ -51,7 +51,8 @@ void EmitterBase::emit_row_reduction(int a, std::ostringstream& update, std::ost
   Operand px = val(av.inputs[0], row);
   note_width(x);
   os << ind << "{ T* p = " << slot_ptr << "; const auto y = " << px.expr << "; "
-     << loop(px.layout, numel(x.shape)) << "p[k] += y[" << slot(px.layout) << "]; }\n";
+     << (px.layout == Layout::Split ? loop(px.layout, numel(x.shape)) : shared_loop("k", numel(x.shape)))
+     << "p[k] += y[" << slot(px.layout) << "]; }\n";
 }
 
 Operand EmitterBase::emit_aggregation(int a, std::ostringstream& init, std::ostringstream& update,
@@ -126,6 +127,7 @@ Operand EmitterBase::emit_aggregation(int a, std::ostringstream& init, std::ostr
     case Op::agg_argmax: case Op::agg_argmin: {
       const char* cmp = av.op == Op::agg_argmax ? ">" : "<";
       const std::string best = "best" + std::to_string(a), B = best + "[" + s + "]";
+      pass_accumulators_.back().best = best;
       init << "      T " << best << "[" << D << "];\n      int64_t " << acc << "[" << D << "];\n"
            << "      " << H << "{ " << B << " = " << (av.op == Op::agg_argmax ? "-INFINITY" : "INFINITY") << "; " << A
            << " = -1; }\n";

@@ -329,7 +329,7 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
            << "        const int64_t n = nbr[j], e = eid[j];\n        (void)n;\n"
            << prefetch(random_rows_) << indent(body_.str()) << update.str() << "      }\n";
     after_edge_loop(passes);
-    passes << fin.str();
+    passes << once_per_centre(fin.str());
   }
   if (!k.epilogue.empty()) {
     // the vertex outputs of the centre, from the results just stored for it
@@ -341,7 +341,7 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
     for (int a : unstored_) memo_[std::make_pair(a, std::string("c"))] = Operand{"acc" + std::to_string(a), Layout::Whole};
     for (int o : k.epilogue) store(fin, o, val(o, "c"), "c", numel(m_.at(o).shape));
     pass_barrier(passes);
-    passes << "      // epilogue\n" << pre_.str() << fin.str();
+    passes << "      // epilogue\n" << once_per_centre(pre_.str() + fin.str());
   }
   t.passes = passes.str();
   return t;

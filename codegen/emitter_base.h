@@ -108,6 +108,12 @@ class EmitterBase {
   virtual int64_t split_extent(int64_t S) const;
   virtual Operand whole_view(std::ostringstream& os, const std::string& name, const Operand& split, int64_t S);
   virtual void group_reduce(std::ostringstream& os, const std::string& array, int64_t n, const char* op);
+  /// The header of a loop of `var` over 0..n-1 that adds a value every thread holds whole into
+  /// memory private to the item (a parameter gradient's partial sums): C++ one thread, every
+  /// element; CUDA the group's lanes share the elements, so each is added once.
+  virtual std::string shared_loop(const std::string& var, int64_t n) const {
+    return "for (int64_t " + var + " = 0; " + var + " < " + std::to_string(n) + "; ++" + var + ") ";
+  }
   /// A store of S elements of `src` through pointer `ptr` (one statement).
   virtual std::string store_stmt(const std::string& ptr, const Operand& src, int64_t S) const;
   /// Between two passes of a traversal over one centre's edges (CUDA: a group barrier, so a
@@ -121,6 +127,10 @@ class EmitterBase {
   /// After a pass's edge loop, before its accumulators are finished and stored (CUDA: the
   /// groups that split a hub combine their accumulators, `pass_accumulators_`).
   virtual void after_edge_loop(std::ostringstream&) {}
+  /// The statements a traversal runs once per centre after a pass's edge loop or in its
+  /// epilogue (finishing, stores, per-centre partial sums), as they are (C++), or guarded where
+  /// several work items share one centre's edges (CUDA: a hub cut into pieces).
+  virtual std::string once_per_centre(const std::string& code) const { return code; }
   /// The rows a traversal's edge loop reads where the loop's own order does not predict them:
   /// at the neighbour (`n`) and at the edge's original id (`e`, through the CSC slot's `eid`);
   /// buffer and elements per row, as read in the current pass.
@@ -148,7 +158,8 @@ class EmitterBase {
   /// An accumulator of the pass being emitted, as its edge loop leaves it: `acc` (extent
   /// elements, in `layout`; S elements in all) and, for the online softmax, its per-score
   /// running max `mx` and normaliser `zz` (`stats` elements each, whole) and the score index
-  /// of element k (`stat_index`).
+  /// of element k (`stat_index`); for argmax and argmin (`acc` the int64 edge ids) the extremes
+  /// `best` (extent elements, in `layout`).
   struct PassAccumulator {
     ir::Op op;
     std::string acc;
@@ -156,6 +167,7 @@ class EmitterBase {
     int64_t S = 0, extent = 0;
     std::string mx, zz, stat_index;
     int64_t stats = 0;
+    std::string best;
   };
   std::vector<PassAccumulator> pass_accumulators_;
   int pass_ = 0;                ///< the traversal pass being emitted

@@ -67,6 +67,10 @@ std::vector<uint64_t> cuda_args_words(int64_t N, int64_t E, int64_t NS, void* co
 constexpr int64_t kDefaultHubDegree = 512;
 /// Threads per block of a traversal with the hub path: the groups that split a hub.
 constexpr int kHubBlockThreads = 512;
+/// Traversals with parameter-gradient partial sums cut hubs into pieces of the mean chunk's
+/// edges over this: a chunk holding a piece then does at most about 1 + 1 / this of the mean
+/// chunk's work, at the cost of reading a hub's centre once per piece.
+constexpr int64_t kHubPiecesPerChunk = 2;
 
 struct EmitOptions {
   std::string float_type = "float";     ///< "float" or "double"

@@ -16,7 +16,10 @@ the grid the runtime would launch (``FusedProgram.cuda_grid``) and ptxas's repor
   kernel's passes that read anything per edge, plus one for the centre. A traversal with a hub
   path (``hub_degree``) first gives each centre of at least that degree to a whole block, whose
   groups split its edges and combine after each pass (one more step per pass); its warps then
-  take the rest. Reported: the busiest block's
+  take the rest. A traversal with parameter-gradient partial sums (``items`` chunks: chunk b
+  adds up items b, b + NB, ... in a fixed order) with a hub path instead cuts each hub into pieces
+  of a fraction of the mean chunk's edges (``FusedProgram.cuda_hub_piece_edges``), items of the
+  chunks like the centres after them. Reported: the busiest block's
   work over the mean block's (the kernel's time over the time a perfect split would take, when
   the work is memory-bound and every block moves bytes at the same rate), the same for the
   workers, and the largest single task over the mean worker's work (a bound no dynamic
@@ -163,6 +166,23 @@ def _lockstep_max(costs: np.ndarray, per: int) -> np.ndarray:
     return c.reshape(-1, per).max(axis=1)
 
 
+def _hub_piece_costs(ordered: np.ndarray, hub: int, piece_edges: int, passes: int) -> np.ndarray:
+    """The work items of a traversal that cuts hubs into pieces, in order, and their costs: each
+    centre of at least ``hub`` edges (``ordered``: the degree order) as many items as the largest
+    hub has pieces of ``piece_edges`` edges (a smaller hub's surplus ones empty, skipped at no
+    cost); each a piece's edges times the passes plus one (the first piece also the centre's own
+    work); then every other centre, its degree times the passes plus one."""
+    nh = int(np.searchsorted(-ordered, -hub, side="right"))
+    if nh == 0:
+        return ordered * passes + 1.0
+    pieces = int(math.ceil(ordered[0] / piece_edges))
+    start = np.arange(pieces, dtype=np.float64) * piece_edges
+    edges = np.clip(ordered[:nh, None] - start[None, :], 0, piece_edges)
+    hub_cost = edges * passes + (edges > 0)
+    hub_cost[:, 0] = edges[:, 0] * passes + 1.0
+    return np.concatenate([hub_cost.ravel(), ordered[nh:] * passes + 1.0])
+
+
 def load_imbalance(launch: dict, in_degree, out_degree, device: Device = H200,
                    registers: Optional[int] = None) -> dict:
     """The busiest block's work over the mean for one launch on a graph with these degrees
@@ -196,8 +216,10 @@ def load_imbalance(launch: dict, in_degree, out_degree, device: Device = H200,
             start = np.repeat(per_block, workers_per_block)
             ordered = ordered[nh:]
         cost = ordered * passes + 1.0
-        if launch["items"] == "chunks":  # fixed blocks of centres: chunk b holds b, b + NB, ...
+        if launch["items"] == "chunks":  # fixed blocks of items: chunk b holds b, b + NB, ...
             nb = max(1, min(N, launch["count"]))
+            if hub > 0:
+                cost = _hub_piece_costs(ordered, hub, _C.FusedProgram.cuda_hub_piece_edges(launch, N, E), passes)
             cost = np.bincount(np.arange(len(cost)) % nb, weights=cost, minlength=nb)
         per_take = WARP // gt if gt <= WARP else 1  # items a worker takes from the counter at once
         tasks = _lockstep_max(cost, per_take)

@@ -52,7 +52,8 @@ py::list cuda_launches(FusedProgram& p, const std::string& direction, py::object
   return out;
 }
 
-int64_t cuda_grid(const py::dict& launch, int64_t num_nodes, int64_t num_edges, int64_t max_blocks) {
+/// The fields of a launch dict (cuda_launches) that size its work.
+codegen::CudaLaunch launch_of(const py::dict& launch) {
   codegen::CudaLaunch l;
   const std::string items = launch["items"].cast<std::string>();
   l.items = items == "vertices" ? codegen::CudaLaunch::Items::Vertices
@@ -63,6 +64,11 @@ int64_t cuda_grid(const py::dict& launch, int64_t num_nodes, int64_t num_edges, 
   l.mapping.group_threads = launch["group_threads"].cast<int>();
   l.mapping.block_threads = launch["block_threads"].cast<int>();
   l.mapping.groups_per_block = launch["groups_per_block"].cast<int>();
+  return l;
+}
+
+int64_t cuda_grid(const py::dict& launch, int64_t num_nodes, int64_t num_edges, int64_t max_blocks) {
+  const codegen::CudaLaunch l = launch_of(launch);
   return launch::grid_size(l.mapping, std::max<int64_t>(l.num_items(num_nodes, num_edges, num_nodes), 1), max_blocks);
 }
 
@@ -95,7 +101,12 @@ void bind_runtime(py::module_& m) {
       .def_static("cuda_grid", &cuda_grid, py::arg("launch"), py::arg("num_nodes"), py::arg("num_edges"),
                   py::arg("max_blocks") = 0,
                   "Blocks a launch (a dict of cuda_launches) takes for a graph of that size, at most max_blocks "
-                  "(the device's resident blocks; 0: no cap), as the runtime sizes its grid.");
+                  "(the device's resident blocks; 0: no cap), as the runtime sizes its grid.")
+      .def_static("cuda_hub_piece_edges", [](const py::dict& launch, int64_t num_nodes, int64_t num_edges) {
+        return launch_of(launch).hub_piece_edges(num_nodes, num_edges, num_nodes);
+      }, py::arg("launch"), py::arg("num_nodes"), py::arg("num_edges"),
+                  "Edges of one piece of a hub, for a launch that cuts hubs into pieces (items 'chunks', "
+                  "hub_degree > 0), on a square graph of that size, as the kernel computes it.");
   m.def("fused_apply", &apply_fused, py::arg("program"), py::arg("graph"), py::arg("names"), py::arg("tensors"),
         "Runs a FusedProgram with autograd; returns its outputs.");
   m.def("kernel_cache_dir", &runtime::cache_dir);

@@ -1,9 +1,12 @@
 """The CUDA traversals' hub path, run through the host emulator (SEASTAR_CUDA_EMULATE=1): a
 centre with at least SEASTAR_CUDA_HUB_DEGREE edges is taken by a whole block, whose groups walk
-equal slices of its edges and combine their sums, extremes and online-softmax partials in group
-order after each pass. The test graphs' hubs are small, so the tests lower the degree until most
+equal slices of its edges and combine their sums, extremes, (extreme, edge id) pairs and
+online-softmax partials in group order after each pass. A traversal with parameter-gradient
+partial sums and no accumulator instead cuts its hubs into pieces of equal edges, work items of
+different chunks. The test graphs' hubs are small, so the tests lower the degree until most
 centres take the hub path (and many slices are empty). Forward and every gradient against plain
-torch in float64; the generated source shows which kernels have the path.
+torch in float64, against the hub path off, and bit for bit across runs; the generated source
+shows which kernels have the path.
 """
 from __future__ import annotations
 
@@ -26,16 +29,20 @@ def fresh(model, tag):
     return ss.vertex_program(name=f"hub_{tag}_{model.name}")(model.program.fn)
 
 
-def _hub_graph(hub_degree=150, n=60, seed=0):
+def _hub_graph(hub_degree=150, n=60, seed=0, typed=False):
     """A hub with `hub_degree` in-edges (multi-edges and a loop among them), a vertex with one
-    edge, isolated vertices and a sprinkle of random edges."""
+    edge, isolated vertices and a sprinkle of random edges; `typed`: edge and node types too."""
     g = torch.Generator().manual_seed(seed)
     hub_src = torch.randint(0, n - 5, (hub_degree,), generator=g)
     hub_src[:3] = 0  # a loop, twice more as multi-edges
     rand = torch.randint(0, n - 5, (2, 3 * n), generator=g)
     src = torch.cat([hub_src, rand[0], torch.tensor([7])])
     dst = torch.cat([torch.zeros(hub_degree, dtype=torch.long), rand[1], torch.tensor([n - 5])])
-    return ss.Graph.from_edge_index(torch.stack([src, dst]), num_nodes=n)  # n-4 .. n-1 isolated
+    if not typed:
+        return ss.Graph.from_edge_index(torch.stack([src, dst]), num_nodes=n)  # n-4 .. n-1 isolated
+    return ss.Graph.from_edge_index(torch.stack([src, dst]), num_nodes=n, num_edge_types=3, num_node_types=2,
+                                    edge_type=torch.randint(0, 3, (len(src),), generator=g),
+                                    node_type=torch.randint(0, 2, (n,), generator=g))
 
 
 @pytest.mark.parametrize("graph_name", ["hub", "mixed", "typed_mixed"])
@@ -125,3 +132,130 @@ def test_bad_hub_degree_is_refused(monkeypatch, graph_factory):
     model = MODELS["gcn"]
     with pytest.raises(ValueError, match="SEASTAR_CUDA_HUB_DEGREE must be a non-negative integer.*'lots'"):
         fresh(model, "bad")(graph, backend="fused", **model.make_inputs(graph))
+
+
+# ---- parameter gradients: hubs cut into pieces -------------------------------------------------
+
+def _outputs_and_grads(prog, graph, inputs, backend="fused"):
+    """The output and the gradient of every input, for a fixed random weighting of the output."""
+    t = {k: v.detach().clone().requires_grad_() for k, v in inputs.items()}
+    out = prog(graph, backend=backend, **t)
+    weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(3), dtype=out.dtype)
+    return (out,) + torch.autograd.grad((out * weight).sum(), list(t.values()))
+
+
+def _on_off_and_reference(fn, tag, graph, inputs, monkeypatch, hub_degree="4"):
+    """Runs program function `fn` with the hub path (twice: bit for bit the same), without it
+    and on the reference backend (plain torch), and checks they agree."""
+    monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", hub_degree)
+    on = ss.vertex_program(name=f"hub_{tag}_on")(fn)
+    runs = [_outputs_and_grads(on, graph, inputs) for _ in range(2)]
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
+    monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "0")
+    off = _outputs_and_grads(ss.vertex_program(name=f"hub_{tag}_off")(fn), graph, inputs)
+    ref = _outputs_and_grads(on, graph, inputs, backend="reference")
+    for i, (a, b, r) in enumerate(zip(runs[0], off, ref)):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=lambda m: f"result {i}, off: {m}")
+        torch.testing.assert_close(a, r, rtol=1e-10, atol=1e-10, msg=lambda m: f"result {i}, reference: {m}")
+    return on
+
+
+def _typed_graphs(graph_factory):
+    return {"hub": _hub_graph(typed=True), "mixed": graph_factory("typed_mixed"),
+            "multi_edges": graph_factory("typed_multi_edges"), "no_edges": graph_factory("typed_no_edges")}
+
+
+@pytest.mark.parametrize("graph_name", ["hub", "mixed", "multi_edges", "no_edges"])
+@pytest.mark.parametrize("name", ["rgcn", "node_typed"])
+def test_hub_pieces_of_parameter_gradients_match_plain_torch(name, graph_name, monkeypatch, graph_factory):
+    """R-GCN's and the node-typed program's weight gradients (per-edge outer products into the
+    chunks' partial sums, the centre's own term once) with hubs cut into pieces."""
+    monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "4")
+    model, graph = MODELS[name], _typed_graphs(graph_factory)[graph_name]
+    check_against_torch(model, graph, program=fresh(model, "pieces"))
+    inputs = model.make_inputs(graph, dtype=torch.float64, ties=True)
+    _on_off_and_reference(model.program.fn, f"pieces_{name}_{graph_name}", graph, inputs, monkeypatch)
+
+
+def _layer_inputs(graph, kind, F=6, O=4, heads=2, seed=0):
+    """Inputs of the seastar.nn programs: R-GCN per edge and per basis, HGT."""
+    g = torch.Generator().manual_seed(seed)
+    N, E, R = graph.num_nodes, graph.num_edges, graph.num_edge_types
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64)
+    if kind == "rgcn_typed_mean":
+        return {"x": r(N, F), "W": r(R, F, O), "norm": r(E, 1)}
+    if kind == "rgcn_typed_add":
+        return {"x": r(N, F), "W": r(R, F, O)}
+    if kind == "rgcn_basis_mean":  # RGCNConv._basis_forward's shapes
+        return {"x": r(N, 1, F), "comp": r(R, 2, 1), "norm": r(E, 1)}
+    if kind == "rgcn_basis_add":
+        return {"x": r(N, 1, F), "comp": r(R, 2, 1)}
+    hd = heads * 3
+    S = torch.kron(torch.eye(heads, dtype=torch.float64), torch.ones(3, 1, dtype=torch.float64))
+    return {"k": r(N, hd), "q": r(N, hd), "val": r(N, hd), "Watt": r(R, hd, hd), "Wmsg": r(R, hd, hd),
+            "mu": r(R, heads), "S": S, "ST": S.t().contiguous()}
+
+
+@pytest.mark.parametrize("graph_name", ["hub", "mixed"])
+@pytest.mark.parametrize("kind", ["rgcn_typed_mean", "rgcn_typed_add", "rgcn_basis_mean", "rgcn_basis_add",
+                                  "hgt_typed"])
+def test_hub_path_of_typed_layer_programs(kind, graph_name, monkeypatch, graph_factory):
+    """The seastar.nn layers' typed programs (RGCNConv per edge and per basis, HGTConv):
+    parameter gradients with hubs in pieces, HGT's softmax (whose parameter-gradient kernel has
+    accumulators, so keeps whole centres) on the block hub path elsewhere."""
+    from seastar.nn import hgt_conv, rgcn_conv
+    fn = {"rgcn_typed_mean": rgcn_conv.rgcn_typed_weighted, "rgcn_typed_add": rgcn_conv.rgcn_typed_sum,
+          "rgcn_basis_mean": rgcn_conv.rgcn_basis_weighted, "rgcn_basis_add": rgcn_conv.rgcn_basis_sum,
+          "hgt_typed": hgt_conv.hgt_typed}[kind].fn
+    graph = _typed_graphs(graph_factory)[graph_name]
+    _on_off_and_reference(fn, f"layer_{kind}_{graph_name}", graph, _layer_inputs(graph, kind), monkeypatch)
+
+
+def test_which_kernels_cut_hubs_into_pieces(tmp_path, monkeypatch):
+    """R-GCN's weight-gradient kernel takes pieces; its kernels without partial sums take the
+    block hub path; with SEASTAR_CUDA_HUB_DEGREE=0 neither."""
+    monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "4")
+    graph = _hub_graph(typed=True)
+    model = MODELS["rgcn"]
+    inputs = model.make_inputs(graph, dtype=torch.float64)
+    bwd = _kernels(tmp_path, monkeypatch, fresh(model, "which_pieces"), graph, **inputs)["backward"]
+    pieces = [k for k in bwd.values() if "q % PM" in k]
+    assert len(pieces) == 1 and "if (lead)" in pieces[0] and "i += NB" not in pieces[0]
+    assert any("sx::hub_count" in k and k.startswith("(512, ") for k in bwd.values())
+    monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "0")
+    off = _kernels(tmp_path / "off", monkeypatch, fresh(model, "which_pieces_off"), graph, **inputs)["backward"]
+    assert not any("q % PM" in k or "sx::hub_count" in k for k in off.values())
+
+
+# ---- argmax / argmin: (extreme, edge id) pairs combined ------------------------------------------
+
+def _first_ties(v):
+    # ties="first" differentiates through the edge id of the extreme (agg_argmax / agg_argmin)
+    return ss.max((e.src.h for e in v.in_edges()), ties="first") - ss.min((e.src.k * e.w for e in v.in_edges()),
+                                                                          ties="first")
+
+
+@pytest.mark.parametrize("graph_name", ["large_hub", "hub", "mixed"])
+def test_hub_path_argmax_argmin_keep_the_first_edge_of_a_tie(graph_name, monkeypatch, graph_factory):
+    """Values in {0, 1, 2}: most of a hub's edges tie, across the groups' slices; the gradient
+    goes to the edge of the smallest id, as without the split."""
+    graph = _hub_graph() if graph_name == "large_hub" else graph_factory(graph_name)
+    g = torch.Generator().manual_seed(4)
+    N, E = graph.num_nodes, graph.num_edges
+    inputs = {k: torch.randint(0, 3, shape, generator=g).double()
+              for k, shape in (("h", (N, 3)), ("k", (N, 3)), ("w", (E, 1)))}
+    _on_off_and_reference(_first_ties, f"first_ties_{graph_name}", graph, inputs, monkeypatch)
+
+
+def test_argmax_kernels_take_the_hub_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "4")
+    graph = _hub_graph()
+    inputs = {"h": torch.randn(graph.num_nodes, 3, dtype=torch.float64),
+              "k": torch.randn(graph.num_nodes, 3, dtype=torch.float64),
+              "w": torch.randn(graph.num_edges, 1, dtype=torch.float64)}
+    prog = ss.vertex_program(name="hub_which_first_ties")(_first_ties)
+    bwd = _kernels(tmp_path, monkeypatch, prog, graph, **inputs)["backward"]  # the backward finds the edge ids
+    assert any("best" in k and "sx::hub_count" in k and "wi < id" in k for k in bwd.values())

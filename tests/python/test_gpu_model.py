@@ -147,6 +147,25 @@ def test_a_hub_split_over_its_block_by_the_known_ratio():
     assert without["hubs"] == 0 and without["busiest_worker_over_mean"] > 2 * r["busiest_worker_over_mean"]
 
 
+def test_hub_pieces_spread_a_parameter_gradient_over_the_chunks():
+    """A chunks traversal (parameter-gradient partial sums) with a hub path: the hub of D edges
+    becomes ceil(D / PE) items of PE = ceil(E / (2 NB)) edges, taken by consecutive chunks."""
+    one_sm = gpu_model.Device("one SM", sms=1)
+    N, D, NB = 64, 120, 8
+    din = np.ones(N, np.int64)
+    din[5] = D  # E = 183: PE = ceil(183 / 16) = 12, so 10 pieces of 12 edges
+    launch = dict(_warp_launch(), items="chunks", count=NB, hub_degree=100)
+    assert ss._C.FusedProgram.cuda_hub_piece_edges(launch, N, int(din.sum())) == 12
+    r = gpu_model.load_imbalance(launch, din, din, one_sm)
+    # items: 10 pieces (12 + 1 each), then the 63 centres of cost 2; item q to chunk q mod NB
+    chunks = np.zeros(NB)
+    np.add.at(chunks, np.arange(10) % NB, 13)
+    np.add.at(chunks, (10 + np.arange(63)) % NB, 2)
+    assert r["largest_task"] == pytest.approx(chunks.max())
+    without = gpu_model.load_imbalance(dict(launch, hub_degree=0), din, din, one_sm)
+    assert without["largest_task"] == pytest.approx(D + 1 + 7 * 2)  # chunk 0: the hub and 7 more centres
+
+
 def test_uniform_degrees_are_balanced_and_a_real_launch_reads_its_mapping():
     N, k = 4096, 7
     din = np.full(N, k, np.int64)
