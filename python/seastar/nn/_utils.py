@@ -121,5 +121,11 @@ def add_bias(out: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
     return out + bias
 
 
+def all_ones(values: Optional[torch.Tensor]) -> bool:
+    """Whether a sparse adjacency's ``values`` (None: it has none) weigh every message by 1, so
+    the unweighted program serves."""
+    return values is None or bool((values == 1).all())
+
+
 def dense(x: torch.Tensor) -> torch.Tensor:
     return x.to_dense() if x.is_sparse else x

@@ -19,9 +19,9 @@ from ._inputs import normalise_call, resolve, split_features
 from ._linear import Linear
 from ._loops import loop_ids, loop_values, with_loops
 from ._precision import float32_inside
+from ._programs import weighted_sum
 from ._recompute import recomputed_projection
 from ._utils import GraphCache, add_bias, dropout_mask, glorot, zeros
-from .gcn_conv import weighted_sum
 from .softmax import edge_softmax
 
 log = logging.getLogger("seastar")

@@ -10,9 +10,8 @@ from .. import ops as ss
 from ..program import vertex_program
 from ._inputs import Batch, normalise_call, resolve, split_features
 from ._precision import float32_inside
-from ._utils import dense
-from .gcn_conv import propagate
-from .sage_conv import _all_ones
+from ._programs import propagate
+from ._utils import all_ones, dense
 
 
 @vertex_program(name="gin_sum_with_self")
@@ -77,7 +76,7 @@ class GINConv(nn.Module):
         if x_dst is not None:
             x_dst = Batch.fold(x_dst)[0]
         s = resolve("GINConv", x_src, x_dst, edge_index, size)
-        w = None if _all_ones(s.values) else s.values
+        w = None if all_ones(s.values) else s.values
         if x_dst is not None and w is None:
             out = s.out(sum_with_self(s.graph, backend=self.backend, h=s.src(x_src), r=s.dst(self._self_term(x_dst))))
         else:

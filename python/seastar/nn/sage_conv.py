@@ -11,11 +11,7 @@ from ._aggr import FUSABLE, SimpleAggregation, aggregate, out_channels_of, reset
 from ._inputs import Batch, normalise_call, resolve, split_features
 from ._linear import Linear
 from ._precision import float32_inside
-from ._utils import dense, linear
-
-
-def _all_ones(v: Optional[torch.Tensor]) -> bool:
-    return v is None or bool((v == 1).all())
+from ._utils import all_ones, dense, linear
 
 
 class SAGEConv(nn.Module):
@@ -93,7 +89,7 @@ class SAGEConv(nn.Module):
             x_src = F.relu(self.lin(x_src))
         weight = None
         if s.values is not None and isinstance(self.aggr_module, SimpleAggregation) \
-                and self.aggr_module.kind in FUSABLE and not _all_ones(s.values):
+                and self.aggr_module.kind in FUSABLE and not all_ones(s.values):
             weight = s.values
         agg = self.aggr_module
         fresh = True  # `out` is a tensor no autograd node saved: the root term may add into it
