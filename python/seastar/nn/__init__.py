@@ -24,6 +24,7 @@ from .sage_conv import SAGEConv
 from .softmax import edge_softmax
 from .rgcn_conv import RGCNConv
 from .hgt_conv import HGTConv
+from .hgt_dict import HGTDictConv  # PyG's metadata form of HGTConv, which HGTConv(..., metadata) builds
 from .hetero_conv import HeteroConv
 
 LAYERS = (GCNConv, GATConv, SAGEConv, GINConv, APPNP, RGCNConv, HGTConv, HeteroConv)

@@ -17,6 +17,8 @@ from ..graph import Graph, tensor_of
 from ..reorder import destination_ordered
 from ._utils import GraphCache, graph_uid, per_graph
 
+MODES = ("auto", "per_edge", "per_pair")  # the paths of both relational layers (RGCNConv adds its own)
+
 
 # ---- the cost model --------------------------------------------------------------------------------
 #
