@@ -5,7 +5,7 @@ import contextlib
 import itertools
 
 import logging
-from typing import NamedTuple, Optional, Union
+from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -15,7 +15,7 @@ from .. import ops as ss
 from ..graph import Graph
 from ..graph_inputs import static_int
 from ..program import VertexProgram, program_factory, vertex_program
-from ._inputs import normalise_call, resolve, split_features
+from ._layer import HomogeneousLayer, LayerCall
 from ._linear import Linear
 from ._loops import loop_ids, loop_values, with_loops
 from ._precision import float32_inside
@@ -82,18 +82,7 @@ def _aggregates_first_typical(bipartite: bool, F_in: int, H: int, C: int, loops:
 TYPICAL_FANOUT = 10
 
 
-class _Call(NamedTuple):
-    """One call's inputs, as every strategy of ``GATConv.forward`` reads them."""
-
-    x_src: torch.Tensor
-    x_dst: Optional[torch.Tensor]
-    pair: bool  # given as (x_src, x_dst)
-    edge_index: object
-    edge_attr: Optional[torch.Tensor]
-    size: object
-
-
-class GATConv(nn.Module):
+class GATConv(HomogeneousLayer):
     r"""Graph attention: per head ``k``, ``h = x W`` split into heads ``[N, H, C]``,
 
     ``s_e = leaky_relu(<h_j, a_src> + <h_i, a_dst> [+ <W_e x_e, a_edge>])`` for an edge
@@ -153,7 +142,7 @@ class GATConv(nn.Module):
                  negative_slope: float = 0.2, dropout: float = 0.0, add_self_loops: bool = True,
                  edge_dim: Optional[int] = None, fill_value: Union[float, torch.Tensor, str] = "mean",
                  bias: bool = True, residual: bool = False, backend: Optional[str] = None):
-        super().__init__()
+        super().__init__(backend)
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"GATConv: dropout must be in [0, 1], got {dropout}")
         if heads < 1 or out_channels < 1:
@@ -162,7 +151,6 @@ class GATConv(nn.Module):
         self.concat, self.negative_slope, self.dropout = concat, float(negative_slope), float(dropout)
         self.add_self_loops, self.edge_dim, self.fill_value = add_self_loops, edge_dim, fill_value
         self.residual = residual
-        self.backend = backend
         HC = heads * out_channels
         self.lin = self.lin_src = self.lin_dst = None
         if isinstance(in_channels, int):
@@ -212,21 +200,20 @@ class GATConv(nn.Module):
                 return_attention_weights: Optional[bool] = None):
         """``forward(graph, x)`` or PyG's ``forward(x, edge_index, edge_attr=None, size=None,
         return_attention_weights=None)``."""
-        x, edge_index, extra = normalise_call("GATConv", x, edge_index, edge_attr=edge_attr)
-        x_src, x_dst, pair = split_features("GATConv", x)
+        call = self.read_call(x, edge_index, size, batches=False, edge_attr=edge_attr)
+        x_src, x_dst = call.x_src, call.x_dst
         if x_src is None or x_src.dim() != 2:
             raise ValueError("GATConv: x (or x_src) must be a [N, F] tensor; static graphs ([B, N, F]) are not "
                              "supported in 'GATConv' (as in PyG)")
-        call = _Call(x_src, x_dst, pair, edge_index, extra["edge_attr"], size)
         res = None if self.res is None or x_dst is None else self.res(x_dst)
         if return_attention_weights:
             out, s, alpha = self._forward_returning_attention(call)
             return self._output(out, res), self._attention_result(s, alpha[..., 0], x_src.device)
-        if self._aggregates_first(edge_index, x_src, x_dst):
+        if self._aggregates_first(call.edge_index, x_src, x_dst):
             return self._output(self._forward_aggregating_first(call), res)
         return self._output(self._forward_projecting_first(call), res)
 
-    def _forward_projecting_first(self, call: _Call) -> torch.Tensor:
+    def _forward_projecting_first(self, call: LayerCall) -> torch.Tensor:
         """``sum_e alpha_e (x_j W)`` per head: the sources projected, scored and aggregated, with
         ``x W`` computed again in backward rather than kept (``recompute_projection``)."""
         h_flat, h_src, h_dst = self._project(call)
@@ -240,7 +227,7 @@ class GATConv(nn.Module):
         with recompute:
             return self._aggregate(s, h_src, el, er, ea, mask)
 
-    def _forward_aggregating_first(self, call: _Call) -> torch.Tensor:
+    def _forward_aggregating_first(self, call: LayerCall) -> torch.Tensor:
         """``(sum_e alpha_e x_j) W_h`` per head: the input rows aggregated per head
         [N_dst, H, F_in], then each head's projection; the score halves come from ``x`` as
         ``<x W_h, att_h> = <x, W_h^T att_h>``, so ``x W`` is never formed for the sources."""
@@ -256,7 +243,7 @@ class GATConv(nn.Module):
         H, C = self.heads, self.out_channels
         return torch.einsum("nhf,hcf->nhc", agg, lin_s.weight.view(H, C, -1))
 
-    def _forward_returning_attention(self, call: _Call):
+    def _forward_returning_attention(self, call: LayerCall):
         """``(out, s, alpha)`` with the attention ``alpha`` [E, H, 1] computed explicitly (an
         edge-sized softmax, which the caller asked for) and the output aggregating it."""
         _, h_src, h_dst = self._project(call)
@@ -268,7 +255,7 @@ class GATConv(nn.Module):
         out = s.out(weighted_sum(s.graph, backend=self.backend, h=s.src(h_src), w=weights))
         return out, s, alpha
 
-    def _project(self, call: _Call):
+    def _project(self, call: LayerCall):
         """``(x_src W, x_src W as [N, H, C], x_dst W as [N, H, C] or None)``; one product when
         the destinations are the sources and share their projection."""
         H, C = self.heads, self.out_channels
@@ -287,11 +274,11 @@ class GATConv(nn.Module):
             return el, er
         return self._score(h_src, self.att_src), None if h_dst is None else self._score(h_dst, self.att_dst)
 
-    def _structure(self, call: _Call):
+    def _structure(self, call: LayerCall):
         """``(s, ea)``: the call's structure, with PyG's self loops when the layer adds them, and
         the edge scores of its edge features (None without)."""
-        s = resolve("GATConv", call.x_src, call.x_dst, call.edge_index, call.size)
-        edge_attr = call.edge_attr
+        s = call.structure()
+        edge_attr = call.extra["edge_attr"]
         if self.add_self_loops:
             if s.layout is not None and (edge_attr is not None or (s.layout == "torch_sparse" and self.edge_dim)):
                 raise NotImplementedError("The usage of 'edge_attr' and 'add_self_loops' simultaneously is currently "

@@ -6,9 +6,9 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ..graph import Graph
-from ._gcn_norm import VertexNorm, block_norm, cached_normalisation, edge_weights, gcn_norm
-from ._inputs import Batch, normalise_call, resolve, split_features
+from ._gcn_norm import VertexNorm, block_norm, cached_normalisation, gcn_norm
+from ._inputs import edge_weights, resolve
+from ._layer import HomogeneousLayer, LayerCall
 from ._linear import Linear
 from ._precision import float32_inside
 # the sums stay importable from here: code outside seastar.nn (distributed training, benchmarks,
@@ -37,7 +37,7 @@ def propagate_first(x: torch.Tensor, weight: torch.Tensor, w) -> bool:
     return cost_first < cost_after
 
 
-class GCNConv(nn.Module):
+class GCNConv(HomogeneousLayer):
     r"""Graph convolution: ``out = D^-1/2 (A + I) D^-1/2 (x W) + b``.
 
     Per vertex ``i``: ``out_i = b + sum_{e = (j -> i)} w_e * (x_j W)`` with
@@ -98,7 +98,7 @@ class GCNConv(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False, cached: bool = False,
                  add_self_loops: Optional[bool] = None, normalize: bool = True, bias: bool = True,
                  flow: str = "source_to_target", backend: Optional[str] = None):
-        super().__init__()
+        super().__init__(backend)
         if add_self_loops is None:
             add_self_loops = normalize
         if add_self_loops and not normalize:
@@ -109,7 +109,6 @@ class GCNConv(nn.Module):
         self.in_channels, self.out_channels = in_channels, out_channels
         self.improved, self.cached = bool(improved), bool(cached)
         self.add_self_loops, self.normalize, self.flow = bool(add_self_loops), bool(normalize), flow
-        self.backend = backend  # None: the program's default ("auto")
         self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer="glorot")
         self.bias = nn.Parameter(torch.empty(out_channels)) if bias else None
         self._graph_cache = GraphCache(16)
@@ -126,29 +125,25 @@ class GCNConv(nn.Module):
     @float32_inside
     def forward(self, x, edge_index=None, edge_weight: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``forward(graph, x, edge_weight=None)`` or PyG's ``forward(x, edge_index, edge_weight=None)``."""
-        x, edge_index, extra = normalise_call("GCNConv", x, edge_index, edge_weight=edge_weight)
-        edge_weight = extra["edge_weight"]
-        if isinstance(edge_index, Graph) and edge_index.is_bipartite:
-            return self._forward_block(edge_index, x, edge_weight)
-        split_features("GCNConv", x, bipartite_ok=False)
-        x, batch = Batch.fold(x)
+        call = self.read_call(x, edge_index, pairs=False, edge_weight=edge_weight)
+        if call.on_block:
+            return self._forward_block(call)
+        x, edge_index, edge_weight = call.x_src, call.edge_index, call.extra["edge_weight"]
         if self.normalize:
             s, w = self._normalised(x, edge_index, edge_weight, x)
         else:
-            s = resolve("GCNConv", x, x, edge_index, flow=self.flow)
+            s = call.structure(self.flow)
             w = edge_weights(s, edge_weight, "GCNConv")
         if propagate_first(x, self.lin.weight, w):
             out = self.lin(propagate(s, x, w, self.backend))
         else:
             out = propagate(s, self.lin(x), w, self.backend)
-        if batch is not None:
-            out = batch.unfold(out)
         # `out` is the product's or the propagation's, and neither backward reads it
-        return add_bias(out, self.bias)
+        return add_bias(call.output(out), self.bias)
 
-    def _forward_block(self, block: Graph, x, edge_weight) -> torch.Tensor:
+    def _forward_block(self, call: LayerCall) -> torch.Tensor:
         """A sampled block: DGL's ``GraphConv(norm="both")`` over it (``_gcn_norm.BlockNorm``)."""
-        x_src, x_dst, _ = split_features("GCNConv", x)
+        block, x_src, x_dst, edge_weight = call.edge_index, call.x_src, call.x_dst, call.extra["edge_weight"]
         if block.num_dst > block.num_src:
             raise ValueError(f"GCNConv: a block's destination i is its source i, so it needs num_dst <= num_src; "
                              f"got a bipartite graph of {block.num_src} sources and {block.num_dst} destinations")
@@ -162,7 +157,7 @@ class GCNConv(nn.Module):
         if self.cached:
             raise ValueError("GCNConv(cached=True) reuses the first graph's normalisation for every call, but sampled "
                              "blocks differ from batch to batch: use cached=False on blocks")
-        s = resolve("GCNConv", x_src, x_dst, block)
+        s = call.structure()
         if not self.normalize:
             w = edge_weights(s, edge_weight, "GCNConv")
         elif edge_weight is not None:
@@ -185,5 +180,3 @@ class GCNConv(nn.Module):
             return gcn_norm(cache, s, edge_weight, self.add_self_loops, self.improved, h.dtype, h.device)
         return cached_normalisation(self, edge_index, make)
 
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
