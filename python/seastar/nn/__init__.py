@@ -20,6 +20,7 @@ from .appnp import APPNP
 from .gat_conv import GATConv
 from .gcn_conv import GCNConv
 from .gin_conv import GINConv
+from .graph_conv import GraphConv
 from .sage_conv import SAGEConv
 from .softmax import edge_softmax
 from .rgcn_conv import RGCNConv
@@ -27,7 +28,7 @@ from .hgt_conv import HGTConv
 from .hgt_dict import HGTDictConv  # PyG's metadata form of HGTConv, which HGTConv(..., metadata) builds
 from .hetero_conv import HeteroConv
 
-LAYERS = (GCNConv, GATConv, SAGEConv, GINConv, APPNP, RGCNConv, HGTConv, HeteroConv)
+LAYERS = (GCNConv, GATConv, SAGEConv, GINConv, GraphConv, APPNP, RGCNConv, HGTConv, HeteroConv)
 
 SCRIPT_MESSAGE = ("torch.jit.script cannot compile seastar.nn layers (their graph work is Python that traces "
                   "vertex programs); use torch.compile, or torch.export for a deployable program")
@@ -40,7 +41,7 @@ def _refuse_script(self):
 for _layer in LAYERS:  # torch.jit.script calls this on every submodule before compiling any
     _layer.__prepare_scriptable__ = _refuse_script
 
-__all__ = ["GCNConv", "GATConv", "SAGEConv", "GINConv", "APPNP", "edge_softmax", "set_backend",
+__all__ = ["GCNConv", "GATConv", "SAGEConv", "GINConv", "GraphConv", "APPNP", "edge_softmax", "set_backend",
            "RGCNConv", "HGTConv", "HeteroConv", "inference", "WithGraph"]
 
 
