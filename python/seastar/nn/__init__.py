@@ -16,6 +16,8 @@ from PyG" and ``_inputs.py``.
 """
 import torch
 
+from ..graph import Graph
+from ..loader import layerwise_inference
 from .appnp import APPNP
 from .gat_conv import GATConv
 from .gcn_conv import GCNConv
@@ -56,7 +58,6 @@ class WithGraph(torch.nn.Module):
 
     def __init__(self, model: torch.nn.Module, graph):
         super().__init__()
-        from ..graph import Graph
         if not isinstance(graph, Graph):
             raise TypeError(f"WithGraph binds a seastar.Graph, got {type(graph).__name__}")
         self.model, self.graph = model, graph
@@ -68,7 +69,6 @@ class WithGraph(torch.nn.Module):
 def inference(layers, graph, x, batch_size: int = 4096, between=None):
     """Layer-wise full-neighbourhood inference in chunks of destinations, for graphs too large
     for one full forward pass: ``seastar.loader.layerwise_inference``."""
-    from ..loader import layerwise_inference
     return layerwise_inference(layers, graph, x, batch_size, between)
 
 

@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..graph import Graph
+from ..torch_ops import derived
 
 
 def glorot(t: Optional[torch.Tensor]) -> None:
@@ -86,7 +87,6 @@ def per_graph(cache: GraphCache, key, graph: Graph, fn: Callable[..., Any], *arg
     instead (``torch_ops.derived``): ``fn`` runs at trace time and its tensors become constants
     of the compiled code."""
     if torch.compiler.is_compiling():
-        from ..torch_ops import derived
         return derived(graph, fn, *args)
     return cache.get(key, lambda: fn(graph, *args))
 
