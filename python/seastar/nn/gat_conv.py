@@ -217,8 +217,7 @@ class GATConv(HomogeneousLayer):
         """``sum_e alpha_e (x_j W)`` per head: the sources projected, scored and aggregated, with
         ``x W`` computed again in backward rather than kept (``recompute_projection``)."""
         h_flat, h_src, h_dst = self._project(call)
-        lin_s = self.lin if self.lin is not None else self.lin_src
-        recompute = (recomputed_projection(lin_s, call.x_src, h_flat) if self.recompute_projection
+        recompute = (recomputed_projection(self._linears()[0], call.x_src, h_flat) if self.recompute_projection
                      else contextlib.nullcontext())
         with recompute:
             el, er = self._scores(h_src, h_dst)
@@ -235,7 +234,7 @@ class GATConv(HomogeneousLayer):
         if not call.pair and isinstance(call.edge_index, Graph) and call.edge_index.is_bipartite:
             x_dst = x_src[:call.edge_index.num_dst]  # a block's destinations are its first sources
             call = call._replace(x_dst=x_dst)
-        lin_s, lin_d = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
+        lin_s, lin_d = self._linears()
         el = self._score_half(x_src, lin_s, self.att_src)
         er = None if x_dst is None else self._score_half(x_dst, lin_d, self.att_dst)
         s, ea = self._structure(call)
@@ -255,11 +254,15 @@ class GATConv(HomogeneousLayer):
         out = s.out(weighted_sum(s.graph, backend=self.backend, h=s.src(h_src), w=weights))
         return out, s, alpha
 
+    def _linears(self):
+        """The sources' and the destinations' projections (one shared, or PyG's bipartite pair)."""
+        return (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
+
     def _project(self, call: LayerCall):
         """``(x_src W, x_src W as [N, H, C], x_dst W as [N, H, C] or None)``; one product when
         the destinations are the sources and share their projection."""
         H, C = self.heads, self.out_channels
-        lin_s, lin_d = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
+        lin_s, lin_d = self._linears()
         h_flat = lin_s(call.x_src)
         h_src = h_flat.view(-1, H, C)
         h_dst = None

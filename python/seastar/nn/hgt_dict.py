@@ -1,6 +1,7 @@
-"""HGTDictConv: HGTConv with PyG's interface, ``HGTConv(in_channels, out_channels, metadata, heads)``
-(which builds this class) and ``conv(x_dict, edge_index_dict) -> out_dict``, keyed by node types and ``(src, rel, dst)`` edge
-types, with PyG's parameter layout (so a PyG ``HGTConv``'s state dict loads):
+"""HGTDictConv: HGTConv with PyG's interface, ``HGTConv(in_channels, out_channels, metadata,
+heads)`` (which builds this class) and ``conv(x_dict, edge_index_dict) -> out_dict``, keyed by
+node types and ``(src, rel, dst)`` edge types, with PyG's parameter layout (so a PyG
+``HGTConv``'s state dict loads):
 
 * ``kqv_lin.lins.<node type>`` [3*out, in_t] and ``out_lin.lins.<node type>`` [out, out]
   (per-type linears; ``in_channels`` an int, a dict per node type, or -1: lazy);
@@ -8,9 +9,9 @@ types, with PyG's parameter layout (so a PyG ``HGTConv``'s state dict loads):
   type ``r`` at row ``h*R + r`` (PyG's ``HeteroLinear``);
 * ``p_rel.<src>__<rel>__<dst>`` [1, H] (the prior ``mu``) and ``skip.<node type>`` [1].
 
-The computation is the typed :class:`HGTConv`'s ``per_pair`` path on one graph: the node types present in
-``x_dict`` are stacked into one vertex set (in the layer's node-type order) and the edge types
-into one typed graph, built once per set of ``edge_index`` tensors (identity and version);
+The computation is the typed :class:`HGTConv`'s ``per_pair`` path on one graph: the node types
+present in ``x_dict`` are stacked into one vertex set (in the layer's node-type order) and the
+edge types into one typed graph, built once per set of ``edge_index`` tensors (identity and version);
 each (source, relation) pair's key and value are transformed once, and one vertex program
 computes the softmax over all in-edges of a vertex (every relation together) and the weighted
 sum. Outputs exist for the node types that are the destination of some edge type of the
