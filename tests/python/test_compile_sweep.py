@@ -56,6 +56,8 @@ OPTIONS = {
     "sage_multi": (lambda: snn.SAGEConv(F_IN, 3, aggr=["mean", "max", "sum"]), ()),
     "sage_project": (lambda: snn.SAGEConv(F_IN, 3, project=True, root_weight=False), ()),
     "gin": (lambda: snn.GINConv(torch.nn.Linear(F_IN, 3), train_eps=True), ()),
+    "graph_conv_weighted": (lambda: snn.GraphConv(F_IN, 3), ("edge_weight",)),
+    "graph_conv_max": (lambda: snn.GraphConv(F_IN, 6, aggr="max"), ()),
     "appnp": (lambda: snn.APPNP(K=2, alpha=0.1), ()),
     "rgcn_mean": (lambda: snn.RGCNConv(F_IN, 3, R, aggr="mean"), ("edge_type",)),
     "rgcn_per_edge": (lambda: snn.RGCNConv(F_IN, 3, R, mode="per_edge"), ("edge_type",)),

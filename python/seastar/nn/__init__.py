@@ -16,17 +16,21 @@ from PyG" and ``_inputs.py``.
 """
 import torch
 
+from ..graph import Graph
+from ..loader import layerwise_inference
 from .appnp import APPNP
 from .gat_conv import GATConv
 from .gcn_conv import GCNConv
 from .gin_conv import GINConv
+from .graph_conv import GraphConv
 from .sage_conv import SAGEConv
 from .softmax import edge_softmax
 from .rgcn_conv import RGCNConv
 from .hgt_conv import HGTConv
+from .hgt_dict import HGTDictConv  # PyG's metadata form of HGTConv, which HGTConv(..., metadata) builds
 from .hetero_conv import HeteroConv
 
-LAYERS = (GCNConv, GATConv, SAGEConv, GINConv, APPNP, RGCNConv, HGTConv, HeteroConv)
+LAYERS = (GCNConv, GATConv, SAGEConv, GINConv, GraphConv, APPNP, RGCNConv, HGTConv, HeteroConv)
 
 SCRIPT_MESSAGE = ("torch.jit.script cannot compile seastar.nn layers (their graph work is Python that traces "
                   "vertex programs); use torch.compile, or torch.export for a deployable program")
@@ -39,7 +43,7 @@ def _refuse_script(self):
 for _layer in LAYERS:  # torch.jit.script calls this on every submodule before compiling any
     _layer.__prepare_scriptable__ = _refuse_script
 
-__all__ = ["GCNConv", "GATConv", "SAGEConv", "GINConv", "APPNP", "edge_softmax", "set_backend",
+__all__ = ["GCNConv", "GATConv", "SAGEConv", "GINConv", "GraphConv", "APPNP", "edge_softmax", "set_backend",
            "RGCNConv", "HGTConv", "HeteroConv", "inference", "WithGraph"]
 
 
@@ -54,7 +58,6 @@ class WithGraph(torch.nn.Module):
 
     def __init__(self, model: torch.nn.Module, graph):
         super().__init__()
-        from ..graph import Graph
         if not isinstance(graph, Graph):
             raise TypeError(f"WithGraph binds a seastar.Graph, got {type(graph).__name__}")
         self.model, self.graph = model, graph
@@ -66,7 +69,6 @@ class WithGraph(torch.nn.Module):
 def inference(layers, graph, x, batch_size: int = 4096, between=None):
     """Layer-wise full-neighbourhood inference in chunks of destinations, for graphs too large
     for one full forward pass: ``seastar.loader.layerwise_inference``."""
-    from ..loader import layerwise_inference
     return layerwise_inference(layers, graph, x, batch_size, between)
 
 

@@ -26,7 +26,9 @@ from torch import nn
 from .. import ops as ss
 from ..program import vertex_program
 from ._linear import HeteroDictLinear, Linear
+from ._programs import neighbour_sum, weighted_sum
 from ._structure import Structure
+from .softmax import edge_softmax
 
 
 @vertex_program(name="neighbour_mean")
@@ -66,9 +68,8 @@ def softmax_aggregation(v):
     return ss.sum(a * e.src.h for a, e in zip(alpha, v.in_edges()))
 
 
-def _programs():
-    from .gcn_conv import neighbour_sum, weighted_sum  # the GCN module defines the sums
-    return {"sum": (neighbour_sum, weighted_sum), "mean": (neighbour_mean, weighted_mean),
+# kind -> (the plain program, the one weighing each message by ``e.w``)
+PROGRAMS = {"sum": (neighbour_sum, weighted_sum), "mean": (neighbour_mean, weighted_mean),
             "max": (neighbour_max, weighted_max), "min": (neighbour_min, weighted_min)}
 
 
@@ -97,7 +98,7 @@ class SimpleAggregation(Aggregation):
 
     def forward(self, s: Structure, x: torch.Tensor, weight: Optional[torch.Tensor] = None,
                 backend=None) -> torch.Tensor:
-        plain, weighted = _programs()[self.kind]
+        plain, weighted = PROGRAMS[self.kind]
         if weight is None:
             return s.out(plain(s.graph, backend=backend, h=s.src(x)))
         w = weight.to(x.dtype).reshape((-1,) + (1,) * (x.dim() - 1))
@@ -157,11 +158,9 @@ class SoftmaxAggregation(Aggregation):
         else:
             xt = x if t == 1 else x * t
         if self.semi_grad:  # the attention is a constant for backward
-            from .softmax import edge_softmax
             with torch.no_grad():
                 src, _ = s.edge_index.to(x.device)
                 alpha = edge_softmax(s.graph, xt[src], backend=backend)
-            from .gcn_conv import weighted_sum
             return s.out(weighted_sum(s.graph, backend=backend, h=s.src(x), w=alpha))
         return s.out(softmax_aggregation(s.graph, backend=backend, h=s.src(x), xt=s.src(xt)))
 

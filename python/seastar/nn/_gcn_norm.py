@@ -50,28 +50,9 @@ from ..program import vertex_program
 from ..reorder import destination_ordered
 from ._loops import loop_ids, loop_values, self_loops, with_loops
 from ..graph import tensor_of
+from ._inputs import edge_weights
 from ._structure import Structure, is_sparse_tensor_like
 from ._utils import GraphCache, graph_uid, per_graph
-
-
-def _as_column(w: torch.Tensor, num_edges: int, layer: str) -> torch.Tensor:
-    if w.dim() == 2 and w.shape[1] == 1:
-        w = w.view(-1)
-    if w.dim() != 1 or w.shape[0] != num_edges:
-        raise ValueError(f"{layer}: edge_weight must be [E] = [{num_edges}] (one weight per edge), "
-                         f"got {tuple(w.shape)}")
-    return w
-
-
-def edge_weights(s: Structure, edge_weight: Optional[torch.Tensor], layer: str) -> Optional[torch.Tensor]:
-    """The call's per-edge weights [E]: ``edge_weight``, or a sparse adjacency's values."""
-    if edge_weight is not None:
-        if not isinstance(edge_weight, torch.Tensor):
-            raise TypeError(f"{layer}: edge_weight must be a tensor, got {type(edge_weight).__name__}")
-        return _as_column(edge_weight, s.num_edges, layer)
-    if s.values is not None:
-        return _as_column(s.values, s.num_edges, layer)
-    return None
 
 
 class VertexNorm(NamedTuple):

@@ -120,6 +120,26 @@ def split_features(layer: str, x, bipartite_ok: bool = True) -> Tuple[OptTensor,
     return x, x, False
 
 
+def _as_column(w: torch.Tensor, num_edges: int, layer: str) -> torch.Tensor:
+    if w.dim() == 2 and w.shape[1] == 1:
+        w = w.view(-1)
+    if w.dim() != 1 or w.shape[0] != num_edges:
+        raise ValueError(f"{layer}: edge_weight must be [E] = [{num_edges}] (one weight per edge), "
+                         f"got {tuple(w.shape)}")
+    return w
+
+
+def edge_weights(s: Structure, edge_weight: Optional[torch.Tensor], layer: str) -> Optional[torch.Tensor]:
+    """The call's per-edge weights [E]: ``edge_weight``, or a sparse adjacency's values."""
+    if edge_weight is not None:
+        if not isinstance(edge_weight, torch.Tensor):
+            raise TypeError(f"{layer}: edge_weight must be a tensor, got {type(edge_weight).__name__}")
+        return _as_column(edge_weight, s.num_edges, layer)
+    if s.values is not None:
+        return _as_column(s.values, s.num_edges, layer)
+    return None
+
+
 def resolve(layer: str, x_src, x_dst, edge_index, size=None, flow: str = "source_to_target") -> Structure:
     """The structure for these features: vertex counts from ``size``, else from the features
     (``x_dst`` None: as many destinations as sources, as PyG), checked against each other and

@@ -21,6 +21,7 @@ from typing import NamedTuple, Union
 
 import torch
 
+from ..derived_graphs import self_loop_graph
 from ..graph import Graph
 from ._structure import Structure, make_graph
 from ._utils import GraphCache, graph_uid, per_graph
@@ -50,7 +51,6 @@ def with_loops(cache: GraphCache, s: Structure, num_loops: int = None) -> LoopGr
     if torch.compiler.is_compiling() and num_loops is None and not s.padded:
         # a graph that compiled code takes as an input: the loop graph is derived per call by an
         # op (derived_graphs), so the compiled code serves every graph of this kind
-        from ..derived_graphs import self_loop_graph
         return LoopGraph(Structure(self_loop_graph(s.graph), s.num_src, s.num_dst, None, None, s.layout),
                          min(s.num_src, s.num_dst))
     if num_loops is None:

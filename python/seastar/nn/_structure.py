@@ -22,6 +22,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
+from ..derived_graphs import graph_of_edge_index
 from ..graph import Graph, tensor_of
 from ._tensor_cache import GRAPHS
 
@@ -209,7 +210,6 @@ def structure(layer: str, edge_index, num_src: Optional[int], num_dst: Optional[
         if num_src is None or num_dst is None:
             raise ValueError(f"{layer}: the number of vertices is unknown; pass 'size=(num_src, num_dst)'")
         # built and checked by an op at run time, once per tensor (no graph break on its ids)
-        from ..derived_graphs import graph_of_edge_index
         ei = edge_index.to(torch.int64)
         ei = ei.flip(0) if flow == "target_to_source" else ei
         return Structure(graph_of_edge_index(edge_index, num_src, num_dst, flow), num_src, num_dst, ei)

@@ -8,6 +8,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
+from ..derived_graphs import typed_graph_of_edge_index, typed_square as derived_square
 from ..graph import Graph
 from ._inputs import normalise_call
 from ._structure import from_sparse, is_sparse_tensor_like, is_torch_sparse, typed_square
@@ -63,7 +64,6 @@ def typed_call(layer: str, x, edge_index, edge_type: Optional[torch.Tensor], num
             if graph.num_edge_types != num_relations:
                 raise ValueError(f"{layer}: the graph has {graph.num_edge_types} edge types but the layer has "
                                  f"{num_relations} relations")
-            from ..derived_graphs import typed_square as derived_square
             return TypedCall(derived_square(graph, num_relations), x_src, x_dst, ns, nd, dtype)
         return TypedCall(typed_square(graph.edge_index, graph.edge_type, gs, gd, num_relations, layer),
                          x_src, x_dst, ns, nd, dtype)
@@ -90,7 +90,6 @@ def typed_call(layer: str, x, edge_index, edge_type: Optional[torch.Tensor], num
     if edge_type is None:
         raise ValueError(f"{layer}: edge_type [E] (each edge's relation) is required with an edge_index")
     if torch.compiler.is_compiling():  # built and checked by an op at run time: no graph break on the ids
-        from ..derived_graphs import typed_graph_of_edge_index
         graph = typed_graph_of_edge_index(edge_index, edge_type, ns, nd, num_relations, layer)
         return TypedCall(graph, x_src, x_dst, ns, nd, dtype)
     graph = typed_square(edge_index, edge_type, ns, nd, num_relations, layer)

@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..graph import Graph
+from ..torch_ops import derived
 
 
 def glorot(t: Optional[torch.Tensor]) -> None:
@@ -86,7 +87,6 @@ def per_graph(cache: GraphCache, key, graph: Graph, fn: Callable[..., Any], *arg
     instead (``torch_ops.derived``): ``fn`` runs at trace time and its tensors become constants
     of the compiled code."""
     if torch.compiler.is_compiling():
-        from ..torch_ops import derived
         return derived(graph, fn, *args)
     return cache.get(key, lambda: fn(graph, *args))
 
@@ -119,6 +119,12 @@ def add_bias(out: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
     if out._base is None and out.is_contiguous() and not (out.is_leaf and out.requires_grad):
         return out.add_(bias)
     return out + bias
+
+
+def all_ones(values: Optional[torch.Tensor]) -> bool:
+    """Whether a sparse adjacency's ``values`` (None: it has none) weigh every message by 1, so
+    the unweighted program serves."""
+    return values is None or bool((values == 1).all())
 
 
 def dense(x: torch.Tensor) -> torch.Tensor:

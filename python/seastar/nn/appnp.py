@@ -4,13 +4,12 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from torch import nn
 
 from .. import ops as ss
-from ..graph import Graph
 from ..program import VertexProgram, program_factory, vertex_program
-from ._gcn_norm import EdgeNorm, VertexNorm, cached_normalisation, edge_weights, explicit_loops, gcn_norm
-from ._inputs import Batch, normalise_call, resolve, split_features
+from ._gcn_norm import EdgeNorm, VertexNorm, cached_normalisation, explicit_loops, gcn_norm
+from ._inputs import edge_weights, resolve
+from ._layer import HomogeneousLayer
 from ._precision import float32_inside
 from ._structure import FLOWS
 from ._utils import GraphCache, dropout_mask
@@ -56,7 +55,7 @@ def appnp_step_loops(alpha: float) -> VertexProgram:
     return step
 
 
-class APPNP(nn.Module):
+class APPNP(HomogeneousLayer):
     r"""APPNP propagation: ``h^0 = x``, ``h^{k+1} = (1 - alpha) * A_hat h^k + alpha * x`` for K
     steps, ``A_hat = D^-1/2 (A + I) D^-1/2`` as in :class:`GCNConv` (PyG's self-loop rules,
     optional edge weights, cached per graph uid; ``cached=True`` reuses the first call's
@@ -91,7 +90,7 @@ class APPNP(nn.Module):
     def __init__(self, K: int, alpha: float, dropout: float = 0.0, cached: bool = False,
                  add_self_loops: bool = True, normalize: bool = True, flow: str = "source_to_target",
                  backend: Optional[str] = None):
-        super().__init__()
+        super().__init__(backend)
         if K < 0:
             raise ValueError(f"APPNP: K must be >= 0, got {K}")
         if not 0.0 <= dropout <= 1.0:
@@ -100,7 +99,6 @@ class APPNP(nn.Module):
             raise ValueError(f"APPNP: flow must be one of {FLOWS}, got {flow!r}")
         self.K, self.alpha, self.dropout = int(K), float(alpha), float(dropout)
         self.cached, self.add_self_loops, self.normalize, self.flow = bool(cached), add_self_loops, normalize, flow
-        self.backend = backend
         appnp_step(self.alpha)  # built here: torch.compile cannot build them
         appnp_symmetric_step(self.alpha)
         appnp_symmetric_step_loops(self.alpha)
@@ -116,22 +114,21 @@ class APPNP(nn.Module):
     @float32_inside
     def forward(self, x, edge_index=None, edge_weight: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``forward(graph, x, edge_weight=None)`` or PyG's ``forward(x, edge_index, edge_weight=None)``."""
-        x, edge_index, extra = normalise_call("APPNP", x, edge_index, edge_weight=edge_weight)
-        if isinstance(edge_index, Graph) and edge_index.is_bipartite:
+        call = self.read_call(x, edge_index, pairs=False, edge_weight=edge_weight)
+        if call.on_block:
             # step k + 1 reads step k's output at the sources, which a block's destinations are not
             raise ValueError("APPNP propagates K times over one graph, so it needs a square graph; a sampled block "
                              "maps its sources to its destinations once. For mini-batches use "
                              "NeighborLoader(subgraph=True): with K + 1 hops of full fanout the seeds' outputs are "
                              "the whole graph's")
-        split_features("APPNP", x, bipartite_ok=False)
-        x, batch = Batch.fold(x)
-        s, w = self._propagation(x, edge_index, extra["edge_weight"])
+        x = call.x_src
+        s, w = self._propagation(x, call.edge_index, call.extra["edge_weight"])
         edge_dropout = self.training and self.dropout > 0.0
         if isinstance(w, EdgeNorm):
-            return self._propagate_edge_norm(s, x, w, batch)
+            return call.output(self._propagate_edge_norm(s, x, w))
         if isinstance(w, VertexNorm):
             if not edge_dropout:  # the per-vertex form: d^-1/2 applied once per vertex, no edge weights
-                return self._propagate_vertex_norm(s, x, w, batch)
+                return call.output(self._propagate_vertex_norm(s, x, w))
             s, w = explicit_loops(self._graph_cache, s, w)  # dropout needs the loops as edges
         step = appnp_step(self.alpha)
         g, h0 = s.graph, s.src(x)
@@ -141,19 +138,17 @@ class APPNP(nn.Module):
             if edge_dropout:
                 wk = w * dropout_mask(w.shape, self.dropout, w)
             h = step(g, backend=self.backend, h=h, w=wk, h0=h0)
-        h = s.out(h)
-        return batch.unfold(h) if batch is not None else h
+        return call.output(s.out(h))
 
-    def _propagate_edge_norm(self, s, x, norm: EdgeNorm, batch):
+    def _propagate_edge_norm(self, s, x, norm: EdgeNorm) -> torch.Tensor:
         step, g, h0 = appnp_step_loops(self.alpha), s.graph, s.src(x)
         w, loop = norm.w.to(x.dtype), s.dst(norm.loop.to(x.dtype))
         h = h0
         for _ in range(self.K):
             h = step(g, backend=self.backend, h=h, w=w, l=loop, h0=h0)
-        h = s.out(h)
-        return batch.unfold(h) if batch is not None else h
+        return s.out(h)
 
-    def _propagate_vertex_norm(self, s, x, norm: VertexNorm, batch):
+    def _propagate_vertex_norm(self, s, x, norm: VertexNorm) -> torch.Tensor:
         g, h0, d = s.graph, s.src(x), s.src(norm.dinv.to(x.dtype))
         h = h0
         if norm.loop is None:
@@ -164,8 +159,7 @@ class APPNP(nn.Module):
             step, loop = appnp_symmetric_step_loops(self.alpha), s.dst(norm.loop.to(x.dtype))
             for _ in range(self.K):
                 h = step(g, backend=self.backend, h=h, d=d, l=loop, h0=h0)
-        h = s.out(h)
-        return batch.unfold(h) if batch is not None else h
+        return s.out(h)
 
     def _propagation(self, x, edge_index, edge_weight):
         if not self.normalize:

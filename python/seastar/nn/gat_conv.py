@@ -15,13 +15,13 @@ from .. import ops as ss
 from ..graph import Graph
 from ..graph_inputs import static_int
 from ..program import VertexProgram, program_factory, vertex_program
-from ._inputs import normalise_call, resolve, split_features
+from ._layer import HomogeneousLayer, LayerCall
 from ._linear import Linear
 from ._loops import loop_ids, loop_values, with_loops
 from ._precision import float32_inside
+from ._programs import weighted_sum
 from ._recompute import recomputed_projection
 from ._utils import GraphCache, add_bias, dropout_mask, glorot, zeros
-from .gcn_conv import weighted_sum
 from .softmax import edge_softmax
 
 log = logging.getLogger("seastar")
@@ -82,7 +82,7 @@ def _aggregates_first_typical(bipartite: bool, F_in: int, H: int, C: int, loops:
 TYPICAL_FANOUT = 10
 
 
-class GATConv(nn.Module):
+class GATConv(HomogeneousLayer):
     r"""Graph attention: per head ``k``, ``h = x W`` split into heads ``[N, H, C]``,
 
     ``s_e = leaky_relu(<h_j, a_src> + <h_i, a_dst> [+ <W_e x_e, a_edge>])`` for an edge
@@ -142,7 +142,7 @@ class GATConv(nn.Module):
                  negative_slope: float = 0.2, dropout: float = 0.0, add_self_loops: bool = True,
                  edge_dim: Optional[int] = None, fill_value: Union[float, torch.Tensor, str] = "mean",
                  bias: bool = True, residual: bool = False, backend: Optional[str] = None):
-        super().__init__()
+        super().__init__(backend)
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"GATConv: dropout must be in [0, 1], got {dropout}")
         if heads < 1 or out_channels < 1:
@@ -151,7 +151,6 @@ class GATConv(nn.Module):
         self.concat, self.negative_slope, self.dropout = concat, float(negative_slope), float(dropout)
         self.add_self_loops, self.edge_dim, self.fill_value = add_self_loops, edge_dim, fill_value
         self.residual = residual
-        self.backend = backend
         HC = heads * out_channels
         self.lin = self.lin_src = self.lin_dst = None
         if isinstance(in_channels, int):
@@ -201,40 +200,88 @@ class GATConv(nn.Module):
                 return_attention_weights: Optional[bool] = None):
         """``forward(graph, x)`` or PyG's ``forward(x, edge_index, edge_attr=None, size=None,
         return_attention_weights=None)``."""
-        x, edge_index, extra = normalise_call("GATConv", x, edge_index, edge_attr=edge_attr)
-        edge_attr = extra["edge_attr"]
-        x_src, x_dst, pair = split_features("GATConv", x)
+        call = self.read_call(x, edge_index, size, batches=False, edge_attr=edge_attr)
+        x_src, x_dst = call.x_src, call.x_dst
         if x_src is None or x_src.dim() != 2:
             raise ValueError("GATConv: x (or x_src) must be a [N, F] tensor; static graphs ([B, N, F]) are not "
                              "supported in 'GATConv' (as in PyG)")
-        H, C = self.heads, self.out_channels
-        res = None
-        if self.res is not None and x_dst is not None:
-            res = self.res(x_dst)
-        lin_s, lin_d = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
-        first = not return_attention_weights and self._aggregates_first(edge_index, x_src, x_dst)
-        if first:  # the per-vertex halves of the score from x: <x W_h, att_h> = <x, W_h^T att_h>
-            if not pair and isinstance(edge_index, Graph) and edge_index.is_bipartite:
-                x_dst = x_src[:edge_index.num_dst]  # a block's destinations are its first sources
-            el = self._score_half(x_src, lin_s, self.att_src)
-            er = None if x_dst is None else self._score_half(x_dst, lin_d, self.att_dst)
-            h_src = None
-        else:
-            h_flat = lin_s(x_src)
-            h_src = h_flat.view(-1, H, C)
-            h_dst = None
-            if x_dst is not None:
-                h_dst = h_src if not pair and self.lin is not None else lin_d(x_dst).view(-1, H, C)
-            recompute = (recomputed_projection(lin_s, x_src, h_flat)
-                         if self.recompute_projection and not return_attention_weights else contextlib.nullcontext())
-            with recompute:
-                if h_dst is h_src:  # both halves from one product: one [N, H*C] gradient, not two
-                    el, er = self._score(h_src, torch.cat([self.att_src, self.att_dst])).split(self.heads, dim=1)
-                else:
-                    el = self._score(h_src, self.att_src)  # [N_src, H, 1]
-                    er = None if h_dst is None else self._score(h_dst, self.att_dst)
+        res = None if self.res is None or x_dst is None else self.res(x_dst)
+        if return_attention_weights:
+            out, s, alpha = self._forward_returning_attention(call)
+            return self._output(out, res), self._attention_result(s, alpha[..., 0], x_src.device)
+        if self._aggregates_first(call.edge_index, x_src, x_dst):
+            return self._output(self._forward_aggregating_first(call), res)
+        return self._output(self._forward_projecting_first(call), res)
 
-        s = resolve("GATConv", x_src, x_dst, edge_index, size)
+    def _forward_projecting_first(self, call: LayerCall) -> torch.Tensor:
+        """``sum_e alpha_e (x_j W)`` per head: the sources projected, scored and aggregated, with
+        ``x W`` computed again in backward rather than kept (``recompute_projection``)."""
+        h_flat, h_src, h_dst = self._project(call)
+        recompute = (recomputed_projection(self._linears()[0], call.x_src, h_flat) if self.recompute_projection
+                     else contextlib.nullcontext())
+        with recompute:
+            el, er = self._scores(h_src, h_dst)
+        s, ea = self._structure(call)
+        mask = self._attention_dropout(s, el)
+        with recompute:
+            return self._aggregate(s, h_src, el, er, ea, mask)
+
+    def _forward_aggregating_first(self, call: LayerCall) -> torch.Tensor:
+        """``(sum_e alpha_e x_j) W_h`` per head: the input rows aggregated per head
+        [N_dst, H, F_in], then each head's projection; the score halves come from ``x`` as
+        ``<x W_h, att_h> = <x, W_h^T att_h>``, so ``x W`` is never formed for the sources."""
+        x_src, x_dst = call.x_src, call.x_dst
+        if not call.pair and isinstance(call.edge_index, Graph) and call.edge_index.is_bipartite:
+            x_dst = x_src[:call.edge_index.num_dst]  # a block's destinations are its first sources
+            call = call._replace(x_dst=x_dst)
+        lin_s, lin_d = self._linears()
+        el = self._score_half(x_src, lin_s, self.att_src)
+        er = None if x_dst is None else self._score_half(x_dst, lin_d, self.att_dst)
+        s, ea = self._structure(call)
+        agg = self._aggregate(s, x_src.unsqueeze(1), el, er, ea, self._attention_dropout(s, el))
+        H, C = self.heads, self.out_channels
+        return torch.einsum("nhf,hcf->nhc", agg, lin_s.weight.view(H, C, -1))
+
+    def _forward_returning_attention(self, call: LayerCall):
+        """``(out, s, alpha)`` with the attention ``alpha`` [E, H, 1] computed explicitly (an
+        edge-sized softmax, which the caller asked for) and the output aggregating it."""
+        _, h_src, h_dst = self._project(call)
+        el, er = self._scores(h_src, h_dst)
+        s, ea = self._structure(call)
+        mask = self._attention_dropout(s, el)
+        alpha = self._attention(s, el, er, ea)
+        weights = alpha if mask is None else alpha * mask
+        out = s.out(weighted_sum(s.graph, backend=self.backend, h=s.src(h_src), w=weights))
+        return out, s, alpha
+
+    def _linears(self):
+        """The sources' and the destinations' projections (one shared, or PyG's bipartite pair)."""
+        return (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
+
+    def _project(self, call: LayerCall):
+        """``(x_src W, x_src W as [N, H, C], x_dst W as [N, H, C] or None)``; one product when
+        the destinations are the sources and share their projection."""
+        H, C = self.heads, self.out_channels
+        lin_s, lin_d = self._linears()
+        h_flat = lin_s(call.x_src)
+        h_src = h_flat.view(-1, H, C)
+        h_dst = None
+        if call.x_dst is not None:
+            h_dst = h_src if not call.pair and self.lin is not None else lin_d(call.x_dst).view(-1, H, C)
+        return h_flat, h_src, h_dst
+
+    def _scores(self, h_src: torch.Tensor, h_dst: Optional[torch.Tensor]):
+        """The per-vertex halves of the score, ``el = <h_src, a_src>`` and ``er = <h_dst, a_dst>``."""
+        if h_dst is h_src:  # both halves from one product: one [N, H*C] gradient, not two
+            el, er = self._score(h_src, torch.cat([self.att_src, self.att_dst])).split(self.heads, dim=1)
+            return el, er
+        return self._score(h_src, self.att_src), None if h_dst is None else self._score(h_dst, self.att_dst)
+
+    def _structure(self, call: LayerCall):
+        """``(s, ea)``: the call's structure, with PyG's self loops when the layer adds them, and
+        the edge scores of its edge features (None without)."""
+        s = call.structure()
+        edge_attr = call.extra["edge_attr"]
         if self.add_self_loops:
             if s.layout is not None and (edge_attr is not None or (s.layout == "torch_sparse" and self.edge_dim)):
                 raise NotImplementedError("The usage of 'edge_attr' and 'add_self_loops' simultaneously is currently "
@@ -244,35 +291,25 @@ class GATConv(nn.Module):
                 ids = loop_ids(self._graph_cache, s, lg)
                 edge_attr = loop_values(lg, ids, self._edge_attr_2d(edge_attr, s.num_edges), self.fill_value, "replace")
             s = lg.structure
-        ea = self._edge_scores(edge_attr, s.num_edges)
+        return s, self._edge_scores(edge_attr, s.num_edges)
 
-        mask = None
+    def _attention_dropout(self, s, el: torch.Tensor) -> Optional[torch.Tensor]:
+        """The per-edge dropout mask [E, H, 1] in training with ``dropout > 0``; None otherwise."""
         if self.training and self.dropout > 0.0:
-            mask = dropout_mask((s.num_edges, H, 1), self.dropout, el)
-        if return_attention_weights:
-            alpha = self._attention(s, el, er, ea)
-            if mask is not None:
-                alpha = alpha * mask
-            out = s.out(weighted_sum(s.graph, backend=self.backend, h=s.src(h_src), w=alpha))
-        elif first:  # sum_e alpha_e x_j per head [N_dst, H, F_in], then each head's projection
-            agg = self._aggregate(s, x_src.unsqueeze(1), el, er, ea, mask)
-            out = torch.einsum("nhf,hcf->nhc", agg, lin_s.weight.view(H, C, -1))
-        else:
-            with recompute:
-                out = self._aggregate(s, h_src, el, er, ea, mask)
+            return dropout_mask((s.num_edges, self.heads, 1), self.dropout, el)
+        return None
+
+    def _output(self, out: torch.Tensor, res: Optional[torch.Tensor]) -> torch.Tensor:
+        """The heads [N, H, C] concatenated or averaged, plus the residual and the bias."""
+        H, C = self.heads, self.out_channels
         if self.concat and res is None and self.bias is not None and out._base is None:
             out = add_bias(out, self.bias.view(H, C))  # before the reshape, which makes a view
-            out = out.reshape(-1, H * C)
-        else:
-            out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
-            if res is not None:
-                out = out + res
-            # `out` is the program's output, the heads' product, their mean or a sum: no
-            # backward reads it
-            out = add_bias(out, self.bias)
-        if return_attention_weights:
-            return out, self._attention_result(s, alpha[..., 0], x_src.device)
-        return out
+            return out.reshape(-1, H * C)
+        out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
+        if res is not None:
+            out = out + res
+        # `out` is the program's output, the heads' product, their mean or a sum: no backward reads it
+        return add_bias(out, self.bias)
 
     def _aggregates_first(self, edge_index, x_src: torch.Tensor, x_dst) -> bool:
         """Whether to aggregate the input rows per head and project after, ``out_h = (sum_e

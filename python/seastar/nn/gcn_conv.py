@@ -1,87 +1,21 @@
 """GCNConv: the graph convolution of Kipf & Welling (ICLR 2017) as a vertex program."""
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Optional
 
 import torch
 from torch import nn
 
-from .. import ops as ss
-from ..program import vertex_program
-from ..graph import Graph
-from ._gcn_norm import BlockNorm, VertexNorm, block_norm, cached_normalisation, edge_weights, gcn_norm
-from ._inputs import Batch, normalise_call, resolve, split_features
+from ._gcn_norm import VertexNorm, block_norm, cached_normalisation, gcn_norm
+from ._inputs import edge_weights, resolve
+from ._layer import HomogeneousLayer, LayerCall
 from ._linear import Linear
 from ._precision import float32_inside
+# the sums stay importable from here: code outside seastar.nn (distributed training, benchmarks,
+# examples) imports them from the layer that first defined them
+from ._programs import neighbour_sum, propagate, symmetric_sum, weighted_sum  # noqa: F401
 from ._structure import FLOWS
 from ._utils import GraphCache, add_bias, zeros
-
-
-@vertex_program(name="gcn_weighted_sum")
-def weighted_sum(v):
-    """sum over in-edges of w[e] * h[src]: the propagation of GCN and APPNP."""
-    return ss.sum(e.src.h * e.w for e in v.in_edges())
-
-
-@vertex_program(name="gcn_symmetric_sum")
-def symmetric_sum(v):
-    """sum over in-edges of d[src] * h[src] * d[dst]: GCN's propagation without edge weights."""
-    return ss.sum(e.src.d * e.src.h * e.dst.d for e in v.in_edges())
-
-
-@vertex_program(name="gcn_symmetric_sum_loops")
-def symmetric_sum_with_loops(v):
-    """``symmetric_sum`` plus the self loops the graph does not hold: ``l[v] * h[v]``."""
-    return ss.sum(e.src.d * e.src.h * e.dst.d for e in v.in_edges()) + v.l * v.h
-
-
-@vertex_program(name="gcn_weighted_symmetric_sum_loops")
-def weighted_symmetric_sum_with_loops(v):
-    """``symmetric_sum_with_loops`` with edge weights ``w`` (``_gcn_norm._weighted_norm``)."""
-    return ss.sum(e.src.d * e.src.h * e.w * e.dst.d for e in v.in_edges()) + v.l * v.h
-
-
-@vertex_program(name="gcn_block_sum")
-def block_sum(v):
-    """sum over in-edges of ds[src] * h[src] * dd[dst]: a block's sides have factors of their own."""
-    return ss.sum(e.src.ds * e.src.h * e.dst.dd for e in v.in_edges())
-
-
-@vertex_program(name="gcn_block_sum_loops")
-def block_sum_with_loops(v):
-    """``block_sum`` plus the self loops the block does not hold: ``l[v] * h[v]`` (``h[v]`` is
-    source ``v``'s row: a block's destination ``v`` is its source ``v``)."""
-    return ss.sum(e.src.ds * e.src.h * e.dst.dd for e in v.in_edges()) + v.l * v.h
-
-
-@vertex_program(name="neighbour_sum")
-def neighbour_sum(v):
-    """sum over in-edges of h[src]."""
-    return ss.sum(e.src.h for e in v.in_edges())
-
-
-def propagate(s, h: torch.Tensor, w: Union[None, torch.Tensor, VertexNorm], backend) -> torch.Tensor:
-    """``sum_e w_e h_src`` (or the plain sum without ``w``) over ``s``'s in-edges, num_dst rows."""
-    if w is None:
-        return s.out(neighbour_sum(s.graph, backend=backend, h=s.src(h)))
-    if isinstance(w, BlockNorm):
-        ds, dd = s.src(w.dsrc.to(h.dtype)), s.dst(w.ddst.to(h.dtype))
-        if w.loop is None:
-            return s.out(block_sum(s.graph, backend=backend, h=s.src(h), ds=ds, dd=dd))
-        return s.out(block_sum_with_loops(s.graph, backend=backend, h=s.src(h), ds=ds, dd=dd,
-                                          l=s.dst(w.loop.to(h.dtype))))
-    if isinstance(w, VertexNorm):
-        d = s.src(w.dinv.to(h.dtype))
-        if w.w is not None:
-            return s.out(weighted_symmetric_sum_with_loops(s.graph, backend=backend, h=s.src(h), d=d,
-                                                           w=w.w.to(h.dtype), l=s.dst(w.loop.to(h.dtype))))
-        if w.loop is None:
-            return s.out(symmetric_sum(s.graph, backend=backend, h=s.src(h), d=d))
-        return s.out(symmetric_sum_with_loops(s.graph, backend=backend, h=s.src(h), d=d,
-                                              l=s.dst(w.loop.to(h.dtype))))
-    if w.dim() == 1:
-        w = w.unsqueeze(-1)
-    return s.out(weighted_sum(s.graph, backend=backend, h=s.src(h), w=w.to(h.dtype)))
 
 
 def propagate_first(x: torch.Tensor, weight: torch.Tensor, w) -> bool:
@@ -103,7 +37,7 @@ def propagate_first(x: torch.Tensor, weight: torch.Tensor, w) -> bool:
     return cost_first < cost_after
 
 
-class GCNConv(nn.Module):
+class GCNConv(HomogeneousLayer):
     r"""Graph convolution: ``out = D^-1/2 (A + I) D^-1/2 (x W) + b``.
 
     Per vertex ``i``: ``out_i = b + sum_{e = (j -> i)} w_e * (x_j W)`` with
@@ -164,7 +98,7 @@ class GCNConv(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False, cached: bool = False,
                  add_self_loops: Optional[bool] = None, normalize: bool = True, bias: bool = True,
                  flow: str = "source_to_target", backend: Optional[str] = None):
-        super().__init__()
+        super().__init__(backend)
         if add_self_loops is None:
             add_self_loops = normalize
         if add_self_loops and not normalize:
@@ -175,7 +109,6 @@ class GCNConv(nn.Module):
         self.in_channels, self.out_channels = in_channels, out_channels
         self.improved, self.cached = bool(improved), bool(cached)
         self.add_self_loops, self.normalize, self.flow = bool(add_self_loops), bool(normalize), flow
-        self.backend = backend  # None: the program's default ("auto")
         self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer="glorot")
         self.bias = nn.Parameter(torch.empty(out_channels)) if bias else None
         self._graph_cache = GraphCache(16)
@@ -192,29 +125,25 @@ class GCNConv(nn.Module):
     @float32_inside
     def forward(self, x, edge_index=None, edge_weight: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``forward(graph, x, edge_weight=None)`` or PyG's ``forward(x, edge_index, edge_weight=None)``."""
-        x, edge_index, extra = normalise_call("GCNConv", x, edge_index, edge_weight=edge_weight)
-        edge_weight = extra["edge_weight"]
-        if isinstance(edge_index, Graph) and edge_index.is_bipartite:
-            return self._forward_block(edge_index, x, edge_weight)
-        split_features("GCNConv", x, bipartite_ok=False)
-        x, batch = Batch.fold(x)
+        call = self.read_call(x, edge_index, pairs=False, edge_weight=edge_weight)
+        if call.on_block:
+            return self._forward_block(call)
+        x, edge_index, edge_weight = call.x_src, call.edge_index, call.extra["edge_weight"]
         if self.normalize:
             s, w = self._normalised(x, edge_index, edge_weight, x)
         else:
-            s = resolve("GCNConv", x, x, edge_index, flow=self.flow)
+            s = call.structure(self.flow)
             w = edge_weights(s, edge_weight, "GCNConv")
         if propagate_first(x, self.lin.weight, w):
             out = self.lin(propagate(s, x, w, self.backend))
         else:
             out = propagate(s, self.lin(x), w, self.backend)
-        if batch is not None:
-            out = batch.unfold(out)
         # `out` is the product's or the propagation's, and neither backward reads it
-        return add_bias(out, self.bias)
+        return add_bias(call.output(out), self.bias)
 
-    def _forward_block(self, block: Graph, x, edge_weight) -> torch.Tensor:
+    def _forward_block(self, call: LayerCall) -> torch.Tensor:
         """A sampled block: DGL's ``GraphConv(norm="both")`` over it (``_gcn_norm.BlockNorm``)."""
-        x_src, x_dst, _ = split_features("GCNConv", x)
+        block, x_src, x_dst, edge_weight = call.edge_index, call.x_src, call.x_dst, call.extra["edge_weight"]
         if block.num_dst > block.num_src:
             raise ValueError(f"GCNConv: a block's destination i is its source i, so it needs num_dst <= num_src; "
                              f"got a bipartite graph of {block.num_src} sources and {block.num_dst} destinations")
@@ -228,7 +157,7 @@ class GCNConv(nn.Module):
         if self.cached:
             raise ValueError("GCNConv(cached=True) reuses the first graph's normalisation for every call, but sampled "
                              "blocks differ from batch to batch: use cached=False on blocks")
-        s = resolve("GCNConv", x_src, x_dst, block)
+        s = call.structure()
         if not self.normalize:
             w = edge_weights(s, edge_weight, "GCNConv")
         elif edge_weight is not None:
@@ -251,5 +180,3 @@ class GCNConv(nn.Module):
             return gcn_norm(cache, s, edge_weight, self.add_self_loops, self.improved, h.dtype, h.device)
         return cached_normalisation(self, edge_index, make)
 
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

@@ -4,15 +4,13 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from torch import nn
 
 from .. import ops as ss
 from ..program import vertex_program
-from ._inputs import Batch, normalise_call, resolve, split_features
+from ._layer import HomogeneousLayer
 from ._precision import float32_inside
-from ._utils import dense
-from .gcn_conv import propagate
-from .sage_conv import _all_ones
+from ._programs import propagate
+from ._utils import all_ones
 
 
 @vertex_program(name="gin_sum_with_self")
@@ -22,7 +20,7 @@ def sum_with_self(v):
     return ss.sum(e.src.h for e in v.in_edges()) + v.r
 
 
-class GINConv(nn.Module):
+class GINConv(HomogeneousLayer):
     r"""GIN: ``out_i = nn((1 + eps) * x_i + sum_{j -> i} x_j)``.
 
     ``nn`` is any module applied row-wise (usually an MLP); ``eps`` is a constant, or a learned
@@ -45,10 +43,9 @@ class GINConv(nn.Module):
 
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
                  backend: Optional[str] = None):
-        super().__init__()
+        super().__init__(backend)
         self.nn = nn
         self.initial_eps = float(eps)
-        self.backend = backend
         if train_eps:
             self.eps = torch.nn.Parameter(torch.empty(1))
         else:
@@ -68,25 +65,18 @@ class GINConv(nn.Module):
     def forward(self, x, edge_index=None, size=None) -> torch.Tensor:
         """``forward(graph, x)`` or PyG's ``forward(x, edge_index, size=None)``."""
         # a block with global source ids: the sum reads the table in place unless it needs its gradient
-        x, edge_index, _ = normalise_call("GINConv", x, edge_index,
-                                          sources_in_place=lambda t: not t.requires_grad and t.dim() == 2)
-        x_src, x_dst, _ = split_features("GINConv", x)
-        x_src = dense(x_src)
-        x_dst = None if x_dst is None else dense(x_dst)
-        x_src, batch = Batch.fold(x_src)
-        if x_dst is not None:
-            x_dst = Batch.fold(x_dst)[0]
-        s = resolve("GINConv", x_src, x_dst, edge_index, size)
-        w = None if _all_ones(s.values) else s.values
+        call = self.read_call(x, edge_index, size, dense_rows=True,
+                              sources_in_place=lambda t: not t.requires_grad and t.dim() == 2)
+        x_src, x_dst = call.x_src, call.x_dst
+        s = call.structure()
+        w = None if all_ones(s.values) else s.values
         if x_dst is not None and w is None:
             out = s.out(sum_with_self(s.graph, backend=self.backend, h=s.src(x_src), r=s.dst(self._self_term(x_dst))))
         else:
             out = propagate(s, x_src, w, self.backend)
             if x_dst is not None:
                 out = out + self._self_term(x_dst)
-        if batch is not None:
-            out = batch.unfold(out)
-        return self.nn(out)
+        return self.nn(call.output(out))
 
     def _self_term(self, x_dst: torch.Tensor) -> torch.Tensor:
         """``(1 + eps) * x_dst``; ``x_dst`` itself when eps is a fixed 0 (the default), no copy.

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Dict, Optional
+from typing import Dict, Optional, Type
 
 import torch
 import torch.nn.functional as F
@@ -13,12 +13,11 @@ from .. import ops as ss
 from ..graph import Graph, tensor_of
 from ..program import vertex_program
 from ._precision import float32_inside
+from ._programs import hgt_pairs
 from ._structure import typed_square
 from ._utils import GraphCache, check_graph, dense, glorot, graph_uid, per_graph, zeros
-from .hgt_dict import dict_forward, dict_inputs, init_dict_mode, is_metadata, reset_dict_mode
-from .rgcn_conv import MODES
-from .typed_graph import (cheapest, edge_types, node_type_groups, per_edge_cost, per_pair_cost, per_relation,
-                          relation_pairs, typed_linear)
+from .typed_graph import (MODES, cheapest, edge_types, node_type_groups, per_edge_cost, per_pair_cost,
+                          per_relation, relation_pairs, typed_linear)
 
 
 @vertex_program(name="hgt_typed")
@@ -33,14 +32,6 @@ def hgt_typed(v, Watt, Wmsg, mu, S, ST):
     return ss.sum((a @ ST) * (e.src.val @ Wmsg[e.type]) for a, e in zip(alpha, v.in_edges()))
 
 
-@vertex_program(name="hgt_pairs")
-def hgt_pairs(v):
-    """Attention over the pair graph: ``k``, ``val`` [M, H, d] are per (source, relation) pair,
-    already transformed (and ``k`` scaled by mu / sqrt(d)); ``q`` [M, H, d] per vertex."""
-    alpha = ss.softmax([(e.src.k * v.q).sum(-1, keepdim=True) for e in v.in_edges()])
-    return ss.sum(a * e.src.val for a, e in zip(alpha, v.in_edges()))
-
-
 @functools.lru_cache(maxsize=32)
 def _head_maps(heads: int, d: int, dtype: torch.dtype, device: str):
     """``S`` [H*d, H] with ``S[h*d + i, h] = 1`` and its transpose (constants of hgt_typed)."""
@@ -51,6 +42,13 @@ def _head_maps(heads: int, d: int, dtype: torch.dtype, device: str):
 def _rows(t: torch.Tensor, n: int) -> torch.Tensor:
     """``t`` with zero rows appended up to ``n`` rows."""
     return t if t.shape[0] >= n else torch.cat([t, t.new_zeros((n - t.shape[0],) + t.shape[1:])])
+
+
+def is_metadata(obj) -> bool:
+    """PyG's ``metadata``: ``(node_types, edge_types)`` with edge types ``(src, rel, dst)``."""
+    return (isinstance(obj, (tuple, list)) and len(obj) == 2 and isinstance(obj[0], (list, tuple))
+            and isinstance(obj[1], (list, tuple))
+            and all(isinstance(t, tuple) and len(t) == 3 for t in obj[1]))
 
 
 def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
@@ -103,7 +101,9 @@ class HGTConv(nn.Module):
     PyG's form, ``HGTConv(in_channels, out_channels, metadata, heads)`` with ``metadata =
     (node_types, edge_types)`` (``in_channels`` an int, a dict per node type, or -1: lazy), takes
     ``conv(x_dict, edge_index_dict)`` (or a ``HeteroData``-like object) and returns a dict per
-    destination node type, with PyG's parameter layout; see ``seastar.nn.hgt_dict``.
+    destination node type, with PyG's parameter layout: it is another layer, ``HGTDictConv``
+    (``seastar.nn.hgt_dict``), which ``HGTConv(...)`` builds when given a ``metadata`` and which
+    subclasses ``HGTConv`` so that ``isinstance(conv, HGTConv)`` holds for both forms.
 
     On a bipartite graph (a block sampled from a typed graph: node types per source, destination
     ``i`` is source ``i``), ``x`` has the sources' rows (or is a pair ``(x_src, x_dst)``): K and V
@@ -116,27 +116,25 @@ class HGTConv(nn.Module):
     relation matrices runs fused only where the fused backend reduces parameter gradients.
     """
 
+    metadata_mode = False  # PyG's metadata form is the subclass HGTDictConv
+    _metadata_form: Optional[Type["HGTConv"]] = None  # that subclass, registered by __init_subclass__
+
+    def __init_subclass__(cls, metadata_form: bool = False, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if metadata_form:  # hgt_dict.HGTDictConv: registered, since this module cannot import it (it imports this)
+            HGTConv._metadata_form = cls
+
+    def __new__(cls, *args, **kwargs):
+        """``HGTConv(in, out, metadata, heads)`` (PyG's form, ``metadata`` by position or name)
+        builds the metadata form's layer; the typed form is this class."""
+        if cls is HGTConv and (kwargs.get("metadata") is not None or (len(args) > 2 and is_metadata(args[2]))):
+            cls = HGTConv._metadata_form
+        return super().__new__(cls)
+
     def __init__(self, in_channels, out_channels: int, num_node_types=None, num_edge_types: Optional[int] = None,
                  heads: int = 1, mode: str = "auto", backend: Optional[str] = None, metadata=None):
-        super().__init__()
-        if is_metadata(num_node_types):  # PyG's HGTConv(in_channels, out_channels, metadata, heads)
-            metadata, num_node_types = num_node_types, None
-            if num_edge_types is not None:  # PyG's fourth positional argument is heads
-                if heads != 1:
-                    raise TypeError("HGTConv: heads given twice (PyG's HGTConv(in, out, metadata, heads))")
-                heads, num_edge_types = int(num_edge_types), None
+        super().__init__()  # a given metadata built an HGTDictConv instead (__new__)
         self.mode, self.backend = mode, backend
-        self.metadata_mode = metadata is not None
-        if self.metadata_mode:
-            if not is_metadata(metadata):
-                raise ValueError("HGTConv: metadata must be (node_types, edge_types) with (src, rel, dst) edge types")
-            if out_channels % heads:
-                raise ValueError(f"'out_channels' (got {out_channels}) must be divisible by the number of heads "
-                                 f"(got {heads})")
-            init_dict_mode(self, in_channels, out_channels, metadata, heads)
-            self._graph_cache = GraphCache(8)
-            self.reset_parameters()
-            return
         if num_node_types is None or num_edge_types is None:
             raise TypeError("HGTConv takes num_node_types and num_edge_types (typed graphs), or PyG's metadata")
         if out_channels % heads:
@@ -159,9 +157,6 @@ class HGTConv(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.metadata_mode:
-            reset_dict_mode(self)
-            return
         for name in "kqva":
             glorot(getattr(self, f"{name}_weight"))
             zeros(getattr(self, f"{name}_bias"))
@@ -199,10 +194,8 @@ class HGTConv(nn.Module):
 
     @float32_inside
     def forward(self, x, edge_index=None):
-        """``forward(graph, x)`` on a typed graph; with ``metadata``, PyG's ``forward(x_dict,
-        edge_index_dict) -> out_dict`` (or ``forward(hetero_data)``)."""
-        if self.metadata_mode:
-            return dict_forward(self, *dict_inputs(x, edge_index))
+        """``forward(graph, x)`` on a typed graph (PyG's ``forward(x_dict, edge_index_dict)`` is
+        the metadata form's, ``HGTDictConv``)."""
         if not isinstance(x, Graph) and (isinstance(x, dict) or hasattr(x, "x_dict")):  # no hasattr on a graph
             raise TypeError("HGTConv: x_dict / edge_index_dict inputs need a layer built with PyG's metadata, "
                             "HGTConv(in_channels, out_channels, metadata, heads)")
@@ -302,7 +295,5 @@ class HGTConv(nn.Module):
         return out
 
     def __repr__(self) -> str:
-        if self.metadata_mode:
-            return f"{self.__class__.__name__}(-1, {self.out_channels}, heads={self.heads})"
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
                 f"num_node_types={self.num_node_types}, num_edge_types={self.num_edge_types}, heads={self.heads})")

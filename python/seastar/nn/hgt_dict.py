@@ -1,6 +1,7 @@
-"""HGTConv with PyG's interface: ``HGTConv(in_channels, out_channels, metadata, heads)`` and
-``conv(x_dict, edge_index_dict) -> out_dict``, keyed by node types and ``(src, rel, dst)`` edge
-types, with PyG's parameter layout (so a PyG ``HGTConv``'s state dict loads):
+"""HGTDictConv: HGTConv with PyG's interface, ``HGTConv(in_channels, out_channels, metadata,
+heads)`` (which builds this class) and ``conv(x_dict, edge_index_dict) -> out_dict``, keyed by
+node types and ``(src, rel, dst)`` edge types, with PyG's parameter layout (so a PyG
+``HGTConv``'s state dict loads):
 
 * ``kqv_lin.lins.<node type>`` [3*out, in_t] and ``out_lin.lins.<node type>`` [out, out]
   (per-type linears; ``in_channels`` an int, a dict per node type, or -1: lazy);
@@ -8,9 +9,9 @@ types, with PyG's parameter layout (so a PyG ``HGTConv``'s state dict loads):
   type ``r`` at row ``h*R + r`` (PyG's ``HeteroLinear``);
 * ``p_rel.<src>__<rel>__<dst>`` [1, H] (the prior ``mu``) and ``skip.<node type>`` [1].
 
-The computation is :class:`HGTConv`'s ``per_pair`` path on one graph: the node types present in
-``x_dict`` are stacked into one vertex set (in the layer's node-type order) and the edge types
-into one typed graph, built once per set of ``edge_index`` tensors (identity and version);
+The computation is the typed :class:`HGTConv`'s ``per_pair`` path on one graph: the node types
+present in ``x_dict`` are stacked into one vertex set (in the layer's node-type order) and the
+edge types into one typed graph, built once per set of ``edge_index`` tensors (identity and version);
 each (source, relation) pair's key and value are transformed once, and one vertex program
 computes the softmax over all in-edges of a vertex (every relation together) and the weighted
 sum. Outputs exist for the node types that are the destination of some edge type of the
@@ -19,7 +20,7 @@ metadata; the gated residual applies where a type's input width equals ``out_cha
 from __future__ import annotations
 
 import math
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -27,8 +28,12 @@ from torch import nn
 
 from ..graph import Graph
 from ._linear import HeteroDictLinear
+from ._precision import float32_inside
+from ._programs import hgt_pairs
 from ._structure import check_edge_index, from_sparse, is_sparse_tensor_like, is_torch_sparse
 from ._tensor_cache import GRAPHS
+from ._utils import GraphCache
+from .hgt_conv import HGTConv, is_metadata
 from .typed_graph import per_relation, relation_pairs
 
 
@@ -50,42 +55,91 @@ class TypedWeight(nn.Module):
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, num_types={self.num_types})"
 
 
-def is_metadata(obj) -> bool:
-    """PyG's ``metadata``: ``(node_types, edge_types)`` with edge types ``(src, rel, dst)``."""
-    return (isinstance(obj, (tuple, list)) and len(obj) == 2 and isinstance(obj[0], (list, tuple))
-            and isinstance(obj[1], (list, tuple))
-            and all(isinstance(t, tuple) and len(t) == 3 for t in obj[1]))
+class HGTDictConv(HGTConv, metadata_form=True):
+    """PyG's ``HGTConv``: built by ``HGTConv(in_channels, out_channels, metadata, heads)``.
 
+    A subclass of :class:`HGTConv` only so that ``isinstance(conv, HGTConv)`` holds for either
+    form; it shares none of the typed layer's code or state (its ``__init__`` starts from
+    ``nn.Module``'s), and the typed layer's graph methods (``mode_costs``, ...) do not apply to
+    it. ``mode`` is accepted and unused: this form always transforms per (source, relation)
+    pair."""
 
-def init_dict_mode(layer: nn.Module, in_channels, out_channels: int, metadata, heads: int) -> None:
-    node_types, edge_types = list(metadata[0]), [tuple(t) for t in metadata[1]]
-    for src, _, dst in edge_types:
-        if src not in node_types or dst not in node_types:
-            raise ValueError(f"HGTConv: edge type {(src, _, dst)} of the metadata names a node type that is not in "
-                             f"its node types {node_types}")
-    if not isinstance(in_channels, dict):
-        in_channels = {t: in_channels for t in node_types}
-    layer.in_channels, layer.out_channels, layer.heads = in_channels, out_channels, heads
-    layer.node_types, layer.edge_types = node_types, edge_types
-    layer.edge_types_map = {t: i for i, t in enumerate(edge_types)}
-    layer.dst_node_types = {t[-1] for t in edge_types}
-    layer.kqv_lin = HeteroDictLinear(in_channels, 3 * out_channels)
-    layer.out_lin = HeteroDictLinear({t: out_channels for t in node_types}, out_channels)
-    d = out_channels // heads
-    layer.k_rel = TypedWeight(d, d, heads * len(edge_types))
-    layer.v_rel = TypedWeight(d, d, heads * len(edge_types))
-    layer.skip = nn.ParameterDict({t: nn.Parameter(torch.empty(1)) for t in node_types})
-    layer.p_rel = nn.ParameterDict({"__".join(t): nn.Parameter(torch.empty(1, heads)) for t in edge_types})
+    metadata_mode = True
 
+    def __init__(self, in_channels, out_channels: int, metadata=None, heads: int = 1, mode: str = "auto",
+                 backend: Optional[str] = None):
+        nn.Module.__init__(self)  # not HGTConv.__init__: the typed layer's parameters are not this layer's
+        self.mode, self.backend = mode, backend
+        if not is_metadata(metadata):
+            raise ValueError("HGTConv: metadata must be (node_types, edge_types) with (src, rel, dst) edge types")
+        if out_channels % heads:
+            raise ValueError(f"'out_channels' (got {out_channels}) must be divisible by the number of heads "
+                             f"(got {heads})")
+        node_types, edge_types = list(metadata[0]), [tuple(t) for t in metadata[1]]
+        for src, _, dst in edge_types:
+            if src not in node_types or dst not in node_types:
+                raise ValueError(f"HGTConv: edge type {(src, _, dst)} of the metadata names a node type that is not "
+                                 f"in its node types {node_types}")
+        if not isinstance(in_channels, dict):
+            in_channels = {t: in_channels for t in node_types}
+        self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
+        self.node_types, self.edge_types = node_types, edge_types
+        self.edge_types_map = {t: i for i, t in enumerate(edge_types)}
+        self.dst_node_types = {t[-1] for t in edge_types}
+        self.kqv_lin = HeteroDictLinear(in_channels, 3 * out_channels)
+        self.out_lin = HeteroDictLinear({t: out_channels for t in node_types}, out_channels)
+        d = out_channels // heads
+        self.k_rel = TypedWeight(d, d, heads * len(edge_types))
+        self.v_rel = TypedWeight(d, d, heads * len(edge_types))
+        self.skip = nn.ParameterDict({t: nn.Parameter(torch.empty(1)) for t in node_types})
+        self.p_rel = nn.ParameterDict({"__".join(t): nn.Parameter(torch.empty(1, heads)) for t in edge_types})
+        self._graph_cache = GraphCache(8)
+        self.reset_parameters()
 
-def reset_dict_mode(layer: nn.Module) -> None:
-    layer.kqv_lin.reset_parameters()
-    layer.out_lin.reset_parameters()
-    layer.k_rel.reset_parameters()
-    layer.v_rel.reset_parameters()
-    with torch.no_grad():
-        for p in list(layer.skip.values()) + list(layer.p_rel.values()):
-            p.fill_(1.0)
+    def reset_parameters(self) -> None:
+        self.kqv_lin.reset_parameters()
+        self.out_lin.reset_parameters()
+        self.k_rel.reset_parameters()
+        self.v_rel.reset_parameters()
+        with torch.no_grad():
+            for p in list(self.skip.values()) + list(self.p_rel.values()):
+                p.fill_(1.0)
+
+    @float32_inside
+    def forward(self, x_dict, edge_index_dict=None) -> Dict[str, torch.Tensor]:
+        """PyG's ``forward(x_dict, edge_index_dict) -> out_dict``, or ``forward(hetero_data)``."""
+        x_dict, edge_index_dict = dict_inputs(x_dict, edge_index_dict)
+        H, C = self.heads, self.out_channels
+        D = C // H
+        R = len(self.edge_types)
+        kqv = self.kqv_lin(x_dict)  # the node types the layer knows, in its order
+        sizes = {t: int(v.shape[0]) for t, v in kqv.items()}
+        graph, offsets, total = combined_graph(self, sizes, edge_index_dict)
+        k, q, v = (torch.cat(parts) for parts in zip(*(torch.tensor_split(val, 3, dim=1) for val in kqv.values())))
+        k, q, v = k.view(total, H, D), q.view(total, H, D), v.view(total, H, D)
+        k_rel = self.k_rel.weight.view(H, R, D, D)
+        v_rel = self.v_rel.weight.view(H, R, D, D)
+        mu = torch.stack([self.p_rel["__".join(t)].view(H) for t in self.edge_types]) / math.sqrt(D)  # [R, H]
+        pairs = relation_pairs(self._graph_cache, graph, R, "HGTConv")
+        m = pairs.graph.num_nodes
+        kp = per_relation(k, pairs, lambda ks, r: torch.einsum("nhd,hde->nhe", ks, k_rel[:, r]) * mu[r].unsqueeze(-1),
+                          m)
+        vp = per_relation(v, pairs, lambda vs, r: torch.einsum("nhd,hde->nhe", vs, v_rel[:, r]), m)
+        qp = q if m == total else torch.cat([q, q.new_zeros(m - total, H, D)])
+        agg = hgt_pairs(pairs.graph, backend=self.backend, k=kp, q=qp, val=vp)[:total].reshape(total, C)
+        out_types = [t for t in kqv if t in self.dst_node_types]
+        a = self.out_lin({t: F.gelu(agg[offsets[t]:offsets[t] + sizes[t]]) for t in out_types})
+        out = {}
+        for t in out_types:
+            o = a[t]
+            if o.shape[-1] == x_dict[t].shape[-1]:
+                beta = self.skip[t].sigmoid()
+                o = beta * o + (1 - beta) * x_dict[t]
+            out[t] = o
+        return out
+
+    def __repr__(self) -> str:
+        return f"HGTConv(-1, {self.out_channels}, heads={self.heads})"  # PyG's, whose class this stands for
 
 
 def _edges(et, adj, sizes: Dict[str, int]) -> torch.Tensor:
@@ -132,37 +186,6 @@ def combined_graph(layer, sizes: Dict[str, int], edge_index_dict) -> Tuple[Graph
     if not tensors:
         return make(), offsets, total
     return GRAPHS.get(tensors[0], extra, make, also=tensors[1:]), offsets, total
-
-
-def dict_forward(layer, x_dict: Dict[str, torch.Tensor], edge_index_dict) -> Dict[str, torch.Tensor]:
-    H, C = layer.heads, layer.out_channels
-    D = C // H
-    R = len(layer.edge_types)
-    kqv = layer.kqv_lin(x_dict)  # the node types the layer knows, in its order
-    sizes = {t: int(v.shape[0]) for t, v in kqv.items()}
-    graph, offsets, total = combined_graph(layer, sizes, edge_index_dict)
-    k, q, v = (torch.cat(parts) for parts in zip(*(torch.tensor_split(val, 3, dim=1) for val in kqv.values())))
-    k, q, v = k.view(total, H, D), q.view(total, H, D), v.view(total, H, D)
-    k_rel = layer.k_rel.weight.view(H, R, D, D)
-    v_rel = layer.v_rel.weight.view(H, R, D, D)
-    mu = torch.stack([layer.p_rel["__".join(t)].view(H) for t in layer.edge_types]) / math.sqrt(D)  # [R, H]
-    pairs = relation_pairs(layer._graph_cache, graph, R, "HGTConv")
-    m = pairs.graph.num_nodes
-    from .hgt_conv import hgt_pairs  # the program is defined with the native layer
-    kp = per_relation(k, pairs, lambda ks, r: torch.einsum("nhd,hde->nhe", ks, k_rel[:, r]) * mu[r].unsqueeze(-1), m)
-    vp = per_relation(v, pairs, lambda vs, r: torch.einsum("nhd,hde->nhe", vs, v_rel[:, r]), m)
-    qp = q if m == total else torch.cat([q, q.new_zeros(m - total, H, D)])
-    agg = hgt_pairs(pairs.graph, backend=layer.backend, k=kp, q=qp, val=vp)[:total].reshape(total, C)
-    out_types = [t for t in kqv if t in layer.dst_node_types]
-    a = layer.out_lin({t: F.gelu(agg[offsets[t]:offsets[t] + sizes[t]]) for t in out_types})
-    out = {}
-    for t in out_types:
-        o = a[t]
-        if o.shape[-1] == x_dict[t].shape[-1]:
-            beta = layer.skip[t].sigmoid()
-            o = beta * o + (1 - beta) * x_dict[t]
-        out[t] = o
-    return out
 
 
 def dict_inputs(x_dict, edge_index_dict) -> Tuple[dict, dict]:

@@ -15,15 +15,14 @@ from .. import ops as ss
 from ..graph import Graph
 from ..program import vertex_program
 from ._precision import float32_inside
+from ._programs import neighbour_sum, weighted_sum
 from ._structure import pad_rows
 from ._typed_inputs import typed_call
 from ._utils import GraphCache, dense, glorot, graph_uid, per_graph, zeros
-from .gcn_conv import neighbour_sum, weighted_sum
 from .rgcn_runs import build_run_plan, count_runs, device_plan, per_run_conv
-from .typed_graph import (MATVEC_COST, PAIR_MARGIN, ROW_COST, cheapest, csc_ordered, edge_types,  # noqa: F401
-                          per_edge_cost, per_pair_cost, per_relation, relation_norm, relation_pairs)
+from .typed_graph import (MATVEC_COST, MODES, PAIR_MARGIN, ROW_COST, cheapest, csc_ordered,  # noqa: F401
+                          edge_types, per_edge_cost, per_pair_cost, per_relation, relation_norm, relation_pairs)
 
-MODES = ("auto", "per_edge", "per_pair")  # the paths shared with HGTConv
 RGCN_MODES = MODES + ("per_run", "per_basis")
 
 

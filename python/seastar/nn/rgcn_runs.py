@@ -27,7 +27,7 @@ from typing import Callable, List, NamedTuple, Optional, Tuple
 import torch
 
 from ..graph import Graph
-from .gcn_conv import neighbour_sum, weighted_sum
+from ._programs import neighbour_sum, weighted_sum
 
 MIN_CHUNK_ROWS = 4096
 

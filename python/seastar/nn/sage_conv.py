@@ -8,17 +8,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._aggr import FUSABLE, SimpleAggregation, aggregate, out_channels_of, reset, resolve as resolve_aggr
-from ._inputs import Batch, normalise_call, resolve, split_features
+from ._layer import HomogeneousLayer
 from ._linear import Linear
 from ._precision import float32_inside
-from ._utils import dense, linear
+from ._utils import all_ones, dense, linear
 
 
-def _all_ones(v: Optional[torch.Tensor]) -> bool:
-    return v is None or bool((v == 1).all())
-
-
-class SAGEConv(nn.Module):
+class SAGEConv(HomogeneousLayer):
     r"""GraphSAGE: ``out_i = W_l aggr_{j -> i}(x_j) + b + W_r x_i`` (``lin_l(aggr) + lin_r(x_i)``).
 
     ``aggr``: ``"mean"`` (default), ``"sum"`` / ``"add"``, ``"max"``, ``"min"``, ``"var"``,
@@ -51,10 +47,9 @@ class SAGEConv(nn.Module):
                  aggr: Union[str, list, nn.Module, None] = "mean", normalize: bool = False, root_weight: bool = True,
                  project: bool = False, bias: bool = True, aggr_kwargs: Optional[Dict[str, Any]] = None,
                  backend: Optional[str] = None):
-        super().__init__()
+        super().__init__(backend)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.normalize, self.root_weight, self.project = normalize, root_weight, project
-        self.backend = backend
         pair = (in_channels, in_channels) if isinstance(in_channels, int) else tuple(in_channels)
         if project and pair[0] <= 0:
             raise ValueError(f"'{self.__class__.__name__}' does not support lazy initialization with `project=True`")
@@ -82,18 +77,14 @@ class SAGEConv(nn.Module):
     @float32_inside
     def forward(self, x, edge_index=None, size=None) -> torch.Tensor:
         """``forward(graph, x)`` or PyG's ``forward(x, edge_index, size=None)``."""
-        x, edge_index, _ = normalise_call("SAGEConv", x, edge_index, sources_in_place=self._aggregates_table)
-        x_src, x_dst, _ = split_features("SAGEConv", x)
-        batch = None
-        if isinstance(x_src, torch.Tensor) and x_src.dim() > 2 and not x_src.is_sparse:
-            x_src, batch = Batch.fold(x_src)
-            x_dst = x_dst if x_dst is None else Batch.fold(x_dst)[0]
-        s = resolve("SAGEConv", x_src, x_dst, edge_index, size)
+        call = self.read_call(x, edge_index, size, sources_in_place=self._aggregates_table)
+        x_src, x_dst = call.x_src, call.x_dst
+        s = call.structure()
         if self.project:
             x_src = F.relu(self.lin(x_src))
         weight = None
         if s.values is not None and isinstance(self.aggr_module, SimpleAggregation) \
-                and self.aggr_module.kind in FUSABLE and not _all_ones(s.values):
+                and self.aggr_module.kind in FUSABLE and not all_ones(s.values):
             weight = s.values
         agg = self.aggr_module
         fresh = True  # `out` is a tensor no autograd node saved: the root term may add into it
@@ -110,7 +101,7 @@ class SAGEConv(nn.Module):
             out = self._add_root(out, x_dst, fresh)
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
-        return batch.unfold(out) if batch is not None else out
+        return call.output(out)
 
     def _aggregates_table(self, x_src: torch.Tensor) -> bool:
         """Whether a block with global source ids can aggregate ``x_src`` (the whole table) in

@@ -13,9 +13,12 @@ from typing import Callable, Dict, List, NamedTuple, Optional
 
 import torch
 
+from ..derived_graphs import destination_ordered as derived_order
 from ..graph import Graph, tensor_of
 from ..reorder import destination_ordered
 from ._utils import GraphCache, graph_uid, per_graph
+
+MODES = ("auto", "per_edge", "per_pair")  # the paths of both relational layers (RGCNConv adds its own)
 
 
 # ---- the cost model --------------------------------------------------------------------------------
@@ -84,7 +87,6 @@ def csc_ordered(cache: GraphCache, graph: Graph, num_relations: int, layer: str 
         if not graph.has_edge_types:
             return graph
         edge_types(graph, num_relations, layer)
-        from ..derived_graphs import destination_ordered as derived_order
         return derived_order(graph)
     return per_graph(cache, ("csc_ordered", graph_uid(graph)), graph, _csc_ordered, num_relations, layer)
 
