@@ -18,18 +18,13 @@ import torch
 from . import graph_inputs
 from .graph import Graph
 from .graph_inputs import GraphKind, GraphTensors, kind_ints, rows, static_int
+from .reorder import destination_ordered as _reordered
 
 
 class Derivation(NamedTuple):
     make: Callable  # (graph, arg) -> Graph, run once per graph and arg
     square_of_sources: bool  # the new graph is square, with the given graph's sources as vertices
     same_edges: bool  # as many edges as the given graph (else an unknown count)
-
-
-def _self_loop_graph(graph: Graph, arg: int) -> Graph:
-    from .nn._loops import loop_graph
-    ns, nd = graph.num_src, graph.num_dst
-    return loop_graph(graph, ns, nd, min(ns, nd), None).structure.graph
 
 
 def _typed_square(graph: Graph, num_relations: int) -> Graph:
@@ -41,15 +36,19 @@ def _typed_square(graph: Graph, num_relations: int) -> Graph:
 
 
 def _destination_ordered(graph: Graph, arg: int) -> Graph:
-    from .reorder import destination_ordered
-    return destination_ordered(graph)
+    return _reordered(graph)
 
 
+# name -> derivation; a derivation made by a layer's toolkit is registered by it
+# (``nn._loops`` registers "self_loops"), which keeps this module below seastar.nn
 DERIVATIONS: Dict[str, Derivation] = {
-    "self_loops": Derivation(_self_loop_graph, False, False),
     "typed_square": Derivation(_typed_square, True, True),
     "destination_ordered": Derivation(_destination_ordered, False, True),
 }
+
+
+def register(name: str, derivation: Derivation) -> None:
+    DERIVATIONS[name] = derivation
 
 
 @torch.library.custom_op("seastar::derived_graph", mutates_args=())
@@ -85,7 +84,7 @@ def derive(graph: Graph, name: str, arg: int = 0, kind: GraphKind = None) -> Gra
 
 def self_loop_graph(graph: Graph) -> Graph:
     """``graph``'s edges that are not self loops, then one loop per vertex ``0 .. min(num_src,
-    num_dst) - 1`` (``nn._loops.loop_graph``)."""
+    num_dst) - 1`` (``nn._loops.loop_graph``, which registers the derivation)."""
     return derive(graph, "self_loops")
 
 
@@ -98,65 +97,3 @@ def typed_square(graph: Graph, num_relations: int) -> Graph:
 def destination_ordered(graph: Graph) -> Graph:
     """``graph`` with its edges renumbered in (destination, relation) order (``reorder.destination_ordered``)."""
     return derive(graph, "destination_ordered")
-
-
-# -- PyG's edge_index inside compiled code ---------------------------------------------------------
-@torch.library.custom_op("seastar::graph_of_edge_index", mutates_args=())
-def graph_of_edge_index_op(edge_index: torch.Tensor, src_rows: torch.Tensor, dst_rows: torch.Tensor,
-                           flow: str) -> torch.Tensor:
-    from .nn._structure import from_edge_index
-    # checked and built once per tensor (its identity and version), as an eager call does
-    s = from_edge_index(edge_index, src_rows.shape[0], dst_rows.shape[0], flow)
-    return s.graph._in.handle.clone()
-
-
-@graph_of_edge_index_op.register_fake
-def _graph_of_edge_index_fake(edge_index, src_rows, dst_rows, flow):
-    return edge_index.new_empty(1, dtype=torch.int64)
-
-
-def graph_of_edge_index(edge_index: torch.Tensor, num_src, num_dst, flow: str) -> Graph:
-    """The graph of a [2, E] ``edge_index`` inside compiled code: built (and checked) by an op at
-    run time, once per tensor, so that compiled code neither reads the ids (a graph break) nor
-    holds one graph: ``conv(x, edge_index)`` compiles once for every ``edge_index``."""
-    src = torch.empty((num_src, 0), dtype=torch.uint8)
-    from .torch_ops import _equal
-    same = _equal(num_src, num_dst)
-    dst = src if same else torch.empty((num_dst, 0), dtype=torch.uint8)
-    handle = graph_of_edge_index_op(edge_index, src, dst, flow)
-    edges = torch.empty((edge_index.shape[1], 0), dtype=torch.uint8)
-    kind = GraphKind(not same, False, 0, False, 0)
-    return Graph._view(GraphTensors(handle, src, dst, edges), kind)
-
-
-@torch.library.custom_op("seastar::typed_graph_of_edge_index", mutates_args=())
-def typed_graph_of_edge_index_op(edge_index: torch.Tensor, edge_type: torch.Tensor, src_rows: torch.Tensor,
-                                 dst_rows: torch.Tensor, num_relations: int, layer: str) -> torch.Tensor:
-    from .nn._structure import typed_square
-    # checked and built once per pair of tensors, as an eager call does
-    g = typed_square(edge_index, edge_type, src_rows.shape[0], dst_rows.shape[0], num_relations, layer)
-    return g._in.handle.clone()
-
-
-@typed_graph_of_edge_index_op.register_fake
-def _typed_graph_of_edge_index_fake(edge_index, edge_type, src_rows, dst_rows, num_relations, layer):
-    return edge_index.new_empty(1, dtype=torch.int64)
-
-
-def typed_graph_of_edge_index(edge_index: torch.Tensor, edge_type: torch.Tensor, num_src, num_dst,
-                              num_relations: int, layer: str) -> Graph:
-    """PyG's ``(edge_index, edge_type)`` of a relational layer inside compiled code: the typed
-    square graph of ``max(num_src, num_dst)`` vertices (``nn._structure.typed_square``), built and
-    checked by an op at run time, once per pair of tensors."""
-    src = torch.empty((num_src, 0), dtype=torch.uint8)
-    dst = src if _same(num_src, num_dst) else torch.empty((num_dst, 0), dtype=torch.uint8)
-    handle = typed_graph_of_edge_index_op(edge_index, edge_type, src, dst, num_relations, layer)
-    n = num_src if _same(num_src, num_dst) else max(num_src, num_dst)
-    rows_ = src if n is num_src else torch.empty((n, 0), dtype=torch.uint8)
-    edges = torch.empty((edge_index.shape[1], 0), dtype=torch.uint8)
-    return Graph._view(GraphTensors(handle, rows_, rows_, edges), GraphKind(False, False, 0, True, num_relations))
-
-
-def _same(a, b) -> bool:
-    from .torch_ops import _equal
-    return _equal(a, b)

@@ -11,7 +11,7 @@ from that form (symbolic sizes); a graph made there (``Graph._view``) has no C++
 Values derived from the graph alone (self-loop graphs, normalisations, per-relation groupings)
 are computed by ``derive`` once per graph; compiled code derives them per call with ops
 (``seastar.derived_graphs``), or, for the values no op derives yet, specialises to the graph
-(``seastar.torch_ops.derived``).
+(``seastar.graph_ops.derived``).
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ import sys
 from typing import Any, Callable, Optional
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
-from . import _C
-
-from . import graph_inputs
+from . import _C, graph_inputs, graph_ops
+from .reorder import reorder_graph
 
 def _as_index_tensor(x, what: str) -> Optional[torch.Tensor]:
     if x is None:
@@ -47,7 +47,7 @@ class Graph:
     """
 
     # _in / _kind: the graph as compiled code reads it (seastar.graph_inputs); _const: the graph
-    # as a constant, for the derived values compiled code specialises to (torch_ops.derived)
+    # as a constant, for the derived values compiled code specialises to (graph_ops.derived)
     __slots__ = ("_g", "_derived", "_local", "_in", "_kind", "_const", "__weakref__")
 
     def __init__(self, cgraph: "_C.Graph"):
@@ -90,7 +90,7 @@ class Graph:
     def derive(self, fn: Callable[..., Any], *args) -> Any:
         """``fn(self, *args)``, computed once and kept on the graph (``args``: hashable constants).
 
-        Under ``torch.compile`` / ``torch.export`` call ``seastar.torch_ops.derived(graph, fn,
+        Under ``torch.compile`` / ``torch.export`` call ``seastar.graph_ops.derived(graph, fn,
         *args)`` instead: it runs ``fn`` here, at trace time, and hands the compiled code the
         result's tensors through an op."""
         key = (fn, args)
@@ -100,16 +100,14 @@ class Graph:
         return hit[0]
 
     def _derive_traced(self, fn: Callable[..., Any], *args) -> Any:
-        """``derive``'s value with each tensor replaced by a ``torch_ops.TensorRef`` (and each
+        """``derive``'s value with each tensor replaced by a ``graph_ops.TensorRef`` (and each
         graph by its refs); torch.compile runs this with the real graph at trace time (through
         ``GraphConstant``, an opaque value type)."""
-        from torch.utils._python_dispatch import _disable_current_modes
         with _disable_current_modes(), torch.no_grad():  # real tensors, not export's fake or traced ones
             self.derive(fn, *args)
             hit = self._derived[(fn, args)]
             if hit[1] is None:
-                from . import torch_ops
-                hit[1] = torch_ops.to_refs(hit[0])
+                hit[1] = graph_ops.to_refs(hit[0])
         return hit[1]
 
     @classmethod
@@ -226,7 +224,6 @@ class Graph:
     def reorder(self, nodes=None, edges="dst"):
         """``seastar.reorder_graph(self, nodes, edges)``: this graph renumbered for locality, with
         the original ids to map tensors in and results back (``seastar/reorder.py``)."""
-        from .reorder import reorder_graph
         return reorder_graph(self, nodes, edges)
 
     def remove_self_loops(self):
@@ -306,24 +303,12 @@ class Graph:
         return f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}{typed})"
 
 
-def _own_tensor(graph: Graph, name: str) -> Optional[torch.Tensor]:
-    g = graph._g
-    if name == "edge_index":
-        return g.edge_index()
-    if name == "in_degrees":
-        return g.in_degrees()
-    if name == "out_degrees":
-        return g.out_degrees()
-    return g.tensors("cpu", coo=False, out=False).get(name)  # node_type, edge_type
-
-
 def tensor_of(graph: Graph, name: str) -> Optional[torch.Tensor]:
     """``graph.edge_index`` (``node_type``, ``edge_type``, ``in_degrees``, ``out_degrees``) by name;
     inside compiled code read from the graph's tensors, or by the op ``seastar::graph_tensor_of``."""
     if torch.compiler.is_compiling():
-        from . import torch_ops
-        return torch_ops.graph_tensor_of(graph, name)
-    return _own_tensor(graph, name)
+        return graph_ops.graph_tensor_of(graph, name)
+    return graph_inputs.own_tensor(graph, name)
 
 
 def _rebuild_global(local: Graph, source_ids: torch.Tensor, num_src: int) -> Graph:
@@ -335,7 +320,7 @@ def _rebuild(edge_index, sizes, node_type, edge_type, num_node_types, num_edge_t
                                  num_node_types=num_node_types, num_edge_types=num_edge_types)
 
 
-graph_inputs.register_pytree(Graph)
+graph_inputs.register_graph_class(Graph)
 # torch.export.save keeps a program's example inputs, graphs among them; loading them back only
 # builds graphs from tensors (checked by the constructor), so torch.load may do it by default
 torch.serialization.add_safe_globals([_rebuild, _rebuild_global])

@@ -20,15 +20,27 @@ block's typed square graph, edges in relation order) are graphs of the same form
 """
 from __future__ import annotations
 
+import json
 import threading
 import weakref
 from collections import OrderedDict
-from typing import TYPE_CHECKING, List, NamedTuple, Optional
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional
 
 import torch
+import torch.utils._pytree as pytree
+from torch.fx.experimental.symbolic_shapes import guard_or_false
+from torch.utils._python_dispatch import _disable_current_modes
 
 if TYPE_CHECKING:  # pragma: no cover
     from .graph import Graph
+
+# The Graph class, registered by seastar.graph when it is defined (register_graph_class): this
+# module sits below it, and rebuilds graphs from the ops' arguments with it.
+_GRAPH_CLASS: Optional[type] = None
+
+
+def graph_class() -> type:
+    return _GRAPH_CLASS
 
 
 class GraphKind(NamedTuple):
@@ -77,6 +89,13 @@ def static_int(d) -> int:
     return int(d)
 
 
+def same_size(a, b) -> bool:
+    """``a == b`` for sizes, symbolic or not, without a guard on data (an unbacked size, such as a
+    self-loop graph's edge count, equals only itself)."""
+    r = a == b
+    return r if isinstance(r, bool) else guard_or_false(r)
+
+
 def kind_ints(graph: "Graph") -> List[int]:
     """``graph._kind.ints()`` as constants (the ops' ``kind`` argument)."""
     return [static_int(k) for k in graph._kind.ints()]
@@ -110,7 +129,6 @@ _REBUILT: "OrderedDict[tuple, Graph]" = OrderedDict()  # graphs rebuilt from an 
 def resolve(graph_args: List[torch.Tensor], kind) -> "Graph":
     """The graph the ops were given (``GraphTensors.op_args``): the live graph of that uid when
     its sizes (and edge list, when given) agree, else one rebuilt from the edge list."""
-    from .graph import Graph
     kind = GraphKind.of_ints(kind)
     handle, src_rows, dst_rows, edge_rows = graph_args[:4]
     sizes = (src_rows.shape[0], dst_rows.shape[0], edge_rows.shape[0])
@@ -132,10 +150,10 @@ def resolve(graph_args: List[torch.Tensor], kind) -> "Graph":
         if hit is not None and _same_edges(hit, edge_index, edge_type):
             return hit
     num_nodes = (sizes[0], sizes[1]) if kind.bipartite else sizes[0]
-    g = Graph.from_edge_index(edge_index.to("cpu", torch.int64), num_nodes=num_nodes,
-                              node_type=node_type, edge_type=edge_type,
-                              num_node_types=kind.num_node_types if kind.has_node_types else None,
-                              num_edge_types=kind.num_edge_types if kind.has_edge_types else None)
+    g = _GRAPH_CLASS.from_edge_index(edge_index.to("cpu", torch.int64), num_nodes=num_nodes,
+                                      node_type=node_type, edge_type=edge_type,
+                                      num_node_types=kind.num_node_types if kind.has_node_types else None,
+                                      num_edge_types=kind.num_edge_types if kind.has_edge_types else None)
     with _lock:
         _REBUILT[key] = g
         while len(_REBUILT) > 8:
@@ -151,16 +169,26 @@ def _same_edges(g: "Graph", edge_index: torch.Tensor, edge_type: Optional[torch.
                                             edge_type.to("cpu", torch.int64))
 
 
+def own_tensor(graph: "Graph", name: str) -> Optional[torch.Tensor]:
+    """A real graph's ``edge_index``, ``node_type``, ``edge_type``, ``in_degrees`` or ``out_degrees``."""
+    g = graph._g
+    if name == "edge_index":
+        return g.edge_index()
+    if name == "in_degrees":
+        return g.in_degrees()
+    if name == "out_degrees":
+        return g.out_degrees()
+    return g.tensors("cpu", coo=False, out=False).get(name)  # node_type, edge_type
+
+
 # -- torch.utils._pytree: what torch.export flattens a graph argument into -----------------------
 def _flatten(graph: "Graph"):
     t = graph._in
     if graph._g is not None:  # a real graph: its edge list and types travel along
-        from torch.utils._python_dispatch import _disable_current_modes
-        from .graph import _own_tensor
         with _disable_current_modes():  # real tensors, also when torch.export flattens under its fake mode
-            t = t._replace(edge_index=_own_tensor(graph, "edge_index"),
-                           node_type=_own_tensor(graph, "node_type") if graph._kind.has_node_types else None,
-                           edge_type=_own_tensor(graph, "edge_type") if graph._kind.has_edge_types else None)
+            t = t._replace(edge_index=own_tensor(graph, "edge_index"),
+                           node_type=own_tensor(graph, "node_type") if graph._kind.has_node_types else None,
+                           edge_type=own_tensor(graph, "edge_type") if graph._kind.has_edge_types else None)
     present = tuple(f for f in GraphTensors._fields if getattr(t, f) is not None)
     square = t.src_rows is t.dst_rows
     leaves = [getattr(t, f) for f in present if not (square and f == "dst_rows")]
@@ -168,7 +196,6 @@ def _flatten(graph: "Graph"):
 
 
 def _unflatten(leaves, context) -> "Graph":
-    from .graph import Graph
     present, square, kind = context
     it = iter(leaves)
     fields = {}
@@ -177,19 +204,21 @@ def _unflatten(leaves, context) -> "Graph":
             fields[f] = fields["src_rows"]
         else:
             fields[f] = next(it)
-    return Graph._view(GraphTensors(**fields), GraphKind(*kind))
+    return _GRAPH_CLASS._view(GraphTensors(**fields), GraphKind(*kind))
 
 
 def _flatten_with_keys(graph: "Graph"):
-    from torch.utils._pytree import GetAttrKey
     leaves, context = _flatten(graph)
     present, square, _ = context
     names = [f for f in present if not (square and f == "dst_rows")]
-    return [(GetAttrKey(n), leaf) for n, leaf in zip(names, leaves)], context
+    return [(pytree.GetAttrKey(n), leaf) for n, leaf in zip(names, leaves)], context
 
 
-def register_pytree(graph_cls) -> None:
-    import torch.utils._pytree as pytree
+def register_graph_class(graph_cls: type) -> None:
+    """Called by seastar.graph once: the class graphs are rebuilt with, and torch.export's
+    flattening of a graph argument (torch.utils._pytree)."""
+    global _GRAPH_CLASS
+    _GRAPH_CLASS = graph_cls
     pytree.register_pytree_node(graph_cls, _flatten, _unflatten, serialized_type_name="seastar.Graph",
                                 flatten_with_keys_fn=_flatten_with_keys,
                                 to_dumpable_context=_to_dumpable, from_dumpable_context=_from_dumpable)
@@ -206,13 +235,11 @@ def dynamic_shapes(graph: "Graph") -> list:
 
 def _to_dumpable(context) -> str:
     """The context as JSON, which torch.export.save writes (tuples come back as lists there)."""
-    import json
     present, square, kind = context
     return json.dumps([list(present), square, list(kind)])
 
 
 def _from_dumpable(text: str):
-    import json
     present, square, kind = json.loads(text)
     return tuple(present), square, tuple(kind)
 
@@ -225,8 +252,8 @@ except ImportError:  # pragma: no cover - torch without opaque types: eager only
 
 
 class GraphConstant(OpaqueBase):
-    """``graph._const``: a "value" opaque type (registered in ``seastar.torch_ops``), guarded by
-    the graph's uid. Only the derived values no op computes yet read it (``torch_ops.derived``);
+    """``graph._const``: a "value" opaque type (registered in ``seastar.graph_ops``), guarded by
+    the graph's uid. Only the derived values no op computes yet read it (``graph_ops.derived``);
     compiled code that does is specialised to the graph, as all compiled code once was."""
 
     def __init__(self, graph: "Graph"):
@@ -252,12 +279,11 @@ class GraphConstant(OpaqueBase):
         return hash(("seastar.GraphConstant", self.uid))
 
     def __fx_repr__(self):
-        from . import torch_ops
-        return torch_ops.graph_fx_repr(self.graph)
+        return graph_fx_repr(self.graph)
 
 
 def _graphs(value):
-    """The inverse of ``torch_ops._constants``: each GraphConstant in ``value`` as its graph."""
+    """The inverse of ``graph_ops._constants``: each GraphConstant in ``value`` as its graph."""
     if isinstance(value, GraphConstant):
         return value.graph
     if isinstance(value, tuple) and hasattr(value, "_fields"):
@@ -265,3 +291,26 @@ def _graphs(value):
     if isinstance(value, tuple):
         return tuple(_graphs(v) for v in value)
     return value
+
+
+# -- graphs and derived tensors as constants of compiled code ---------------------------------------
+_GRAPHS: Dict[int, "Graph"] = {}  # uid -> graph, for graphs that generated code refers to
+
+
+def graph_by_uid(uid: int) -> "Graph":
+    """The graph generated code names by uid (registered when the code was generated)."""
+    try:
+        return _GRAPHS[uid]
+    except KeyError:
+        raise RuntimeError(f"seastar: compiled code refers to graph uid {uid}, which this process does not hold "
+                           f"(an exported program runs in the process that exported it, with its graph)") from None
+
+
+def graph_constant_by_uid(uid: int) -> GraphConstant:
+    return graph_by_uid(uid)._const
+
+
+def graph_fx_repr(graph: "Graph"):
+    with _lock:
+        _GRAPHS[graph.uid] = graph
+    return f"graph_constant_by_uid({graph.uid})", {"graph_constant_by_uid": graph_constant_by_uid}

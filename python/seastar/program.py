@@ -6,115 +6,28 @@ A call ``prog(graph, h=h, el=el, ...)`` binds tensors by name: attributes read t
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import itertools
 import logging
 import time
-import warnings
-import weakref
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
 
 import torch
 
-from . import _C
-from . import reference
+from . import _C, reference, torch_ops
+from .backends import (BACKENDS, FallbackLog, FallbackWarning, _captures, capture_signatures,  # noqa: F401
+                       runs_fused)
 from .graph import Graph
 from .tracing import Tracer, Value, Vertex, _user_location, patched_builtins, return_location
 
 log = logging.getLogger("seastar")
 
-BACKENDS = ("auto", "fused", "reference")
-
-
-DST_SUFFIX = "@dst"  # a vertex input read at sources and destinations: its first num_dst rows
-
-# uid -> program: how compiled code (torch_ops) names a program with a constant
-PROGRAMS: "weakref.WeakValueDictionary[int, VertexProgram]" = weakref.WeakValueDictionary()
 _program_uids = itertools.count()
-
-FALLBACK_MESSAGE = "runs on the reference backend"
 
 JIT_TRACE_MESSAGE = ("torch.jit.trace cannot record Seastar's kernels (it would record only the outputs' "
                      "allocation and replay garbage); use torch.compile or torch.export instead, which record "
                      "them as the ops seastar::vertex_program / seastar::vertex_program_backward")
-
-
-class FallbackWarning(UserWarning):
-    """A program ran on the reference backend (plain torch ops, slower, more memory) because the
-    fused kernels cannot run it; shown once per program and reason."""
-
-
-class FallbackLog(logging.Handler):
-    """Collects the programs that ran on the reference backend instead of fused kernels.
-
-    ``logging.getLogger("seastar").addHandler(h := FallbackLog())`` (with the logger at INFO),
-    then ``h.messages`` lists each fallback once, with its reason."""
-
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.messages = []
-
-    def emit(self, record):
-        msg = record.getMessage()
-        if FALLBACK_MESSAGE in msg and msg not in self.messages:
-            self.messages.append(msg)
-
-
-_warned = set()
-
-
-def runs_fused(compiled: "_C.Signature", why: str, backend: str) -> bool:
-    """The backend choice, for eager calls and compiled code alike: whether the fused kernels run
-    a call, given why they cannot (empty: they can). ``backend="fused"`` raises
-    NotImplementedError when they cannot; ``"auto"`` falls back to the reference backend and says
-    so once per program and reason (a FallbackWarning, and the "seastar" logger)."""
-    if backend == "reference":
-        return False
-    if not why:
-        return True
-    if backend == "fused":
-        raise NotImplementedError(why)
-    name = compiled.lowered.name
-    if "no CUDA backend" in why:
-        name, why = "CUDA tensors", why.split(";")[0]  # one warning for every program
-    if (name, why) not in _warned:
-        _warned.add((name, why))
-        warnings.warn(f"seastar: {name} {FALLBACK_MESSAGE}: {why}", FallbackWarning, stacklevel=3)
-        log.info("%s " + FALLBACK_MESSAGE + ": %s", name, why)
-    return False
-
-
-class SignatureCapture:
-    """The signatures eager calls ran on the fused kernels (with ``run_fused=False``: the calls
-    that asked for them), in order of their first call (``capture_signatures``)."""
-
-    def __init__(self, run_fused: bool):
-        self.run_fused = run_fused
-        self.programs: List[tuple] = []  # (name, signature)
-        self.calls: Dict[int, tuple] = {}  # id(signature) -> the graph and tensors of its first call
-
-    def _record(self, compiled, graph, tensors):
-        if id(compiled) not in self.calls:
-            self.programs.append((compiled.lowered.name, compiled))
-            self.calls[id(compiled)] = (graph, dict(tensors))
-
-
-_captures: List[SignatureCapture] = []
-
-
-@contextlib.contextmanager
-def capture_signatures(run_fused: bool = True):
-    """Records the signature of every eager vertex-program call inside the block (for the GPU
-    models and the CUDA codegen tests, which inspect every kernel a model runs). With
-    ``run_fused=False`` the calls run on the reference backend, so that nothing is compiled."""
-    capture = SignatureCapture(run_fused)
-    _captures.append(capture)
-    try:
-        yield capture
-    finally:
-        _captures.remove(capture)
 
 
 class VertexProgram:
@@ -137,7 +50,7 @@ class VertexProgram:
         # the trace cache, the call checks and the kernels: the orchestrator C++ programs use too
         self._core = _C.ProgramCore(self.name)
         self.uid = next(_program_uids)
-        PROGRAMS[self.uid] = self
+        torch_ops.PROGRAMS[self.uid] = self  # compiled code names a program by its uid
 
     # -- tracing -----------------------------------------------------------------------------
     def trace(self, graph: Graph, **tensors) -> "_C.Module":
@@ -203,7 +116,6 @@ class VertexProgram:
                 raise TypeError(f"'{k}' must be a torch.Tensor, got {type(t).__name__}")
         backend = backend or self.backend
         if torch.compiler.is_compiling():  # torch.compile / torch.export: record the op
-            from . import torch_ops
             return torch_ops.call_program(self, graph, backend, tensors)
         if torch.jit.is_tracing():
             raise RuntimeError(f"{self.name}: {JIT_TRACE_MESSAGE}")

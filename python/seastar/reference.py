@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
+from . import _C
 from .graph import Graph
 
 
@@ -89,7 +90,6 @@ def _matvec(x, xs, w, ws, transpose=False):
 
 def _elementwise_rules() -> Dict[str, tuple]:
     """op -> (binary, fn(a, b, p0, p1)): each elementwise row's torch expression in ops.def."""
-    from . import _C
     rules = {}
     for row in _C.op_table():
         if row["kind"] in ("Unary", "Binary") and row["ref"]:

@@ -21,11 +21,14 @@ edge order.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, NamedTuple, Optional, Union
 
 import torch
 
-from .graph import Graph
+from .graph_inputs import graph_class
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .graph import Graph  # seastar.graph sits above: Graph.reorder calls reorder_graph
 
 NODE_ORDERS = ("degree",)
 EDGE_ORDERS = ("dst", "src")
@@ -40,7 +43,7 @@ def _inverse(perm: torch.Tensor) -> torch.Tensor:
 class Reordered(NamedTuple):
     """A renumbered graph and the original id of each of its vertices and edges."""
 
-    graph: Graph
+    graph: "Graph"
     node_ids: Optional[torch.Tensor]  # [N] original vertex id of each new vertex; None: unchanged
     edge_ids: torch.Tensor            # [E] original edge id of each new edge
 
@@ -104,7 +107,7 @@ def destination_ordered(graph: Graph) -> Graph:
     """``graph`` with edge ``j`` = slot ``j`` of its in-edge index (by destination, then edge
     type, ties in id order), copied from that index in O(E); the original id of new edge ``j``
     is the graph's ``in_eid[j]``. ``reorder_graph(graph, edges="dst")`` without the ids."""
-    return Graph(graph._g.in_edge_order())
+    return type(graph)(graph._g.in_edge_order())
 
 
 def reorder_graph(graph: Graph, nodes: Union[None, str, torch.Tensor] = None,
@@ -116,7 +119,7 @@ def reorder_graph(graph: Graph, nodes: Union[None, str, torch.Tensor] = None,
     ``"dst"`` (by destination, the order the CPU kernels walk in-edges in), ``"src"`` (by
     source, for programs over out-edges) or None (keep); ties keep their original order. Edge
     and vertex types move with their edges and vertices. Done once per graph, on the CPU."""
-    if not isinstance(graph, Graph):
+    if not isinstance(graph, graph_class()):
         raise TypeError(f"reorder_graph: expected a seastar.Graph, got {type(graph).__name__}")
     if graph.sources_global:
         raise ValueError("reorder_graph: a block made by with_global_sources reads a feature table by its "
@@ -144,7 +147,7 @@ def reorder_graph(graph: Graph, nodes: Union[None, str, torch.Tensor] = None,
         node_type = node_type[node_ids]
     edge_type = graph.edge_type[edge_ids] if graph.has_edge_types else None
     sizes = (graph.num_src, graph.num_dst) if graph.is_bipartite else graph.num_nodes
-    new = Graph.from_edge_index(ei, sizes, node_type=node_type, edge_type=edge_type,
-                                num_node_types=graph.num_node_types if graph.has_node_types else None,
-                                num_edge_types=graph.num_edge_types if graph.has_edge_types else None)
+    new = type(graph).from_edge_index(ei, sizes, node_type=node_type, edge_type=edge_type,
+                                      num_node_types=graph.num_node_types if graph.has_node_types else None,
+                                      num_edge_types=graph.num_edge_types if graph.has_edge_types else None)
     return Reordered(new, node_ids, edge_ids)

@@ -7,15 +7,13 @@
   registered and runs
 * ``seastar::vertex_program_backward(signature, graph, kind, tensors, grad_outputs) -> Tensor[]``:
   the backward kernels, the gradients of the signature's ``wrt`` inputs;
-* ``seastar::graph_tensor_of(name, graph, kind) -> Tensor``: the edge list, types or degrees of
-  a graph given as its tensors;
-* ``seastar::graph_tensor(ref) -> Tensor``: a tensor derived from one graph, computed once
-  outside the compiled code (compiled code that reads one is specialised to that graph).
+
+and, in ``seastar.graph_ops``, the ops that read a graph's own and derived tensors.
 
 A signature is traced for the graph's kind (bipartite, types) and the tensors' feature shapes,
 never its sizes, so compiled code does not depend on the graph's sizes: one compile (torch's
 first static one, then one dynamic one) serves every batch of a loader. The derived values that
-no op computes yet (``derived``) are read from the graph as a constant: a "value" opaque type
+no op computes yet (``graph_ops.derived``) are read from the graph as a constant: a "value" opaque type
 (``graph_inputs.GraphConstant``) guarded by the graph's uid. Eager calls keep using the C++
 autograd function (``_C.fused_apply``); the ops are what compiled and exported code records.
 Both name the kernels ``seastar::<program>.forward`` / ``.backward`` in the profiler.
@@ -28,207 +26,22 @@ import weakref
 from typing import Any, Dict, List, NamedTuple, Tuple
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
-from . import graph_inputs
+from . import graph_inputs, reference
+from .backends import runs_fused
 from .graph import Graph
-from .graph_inputs import GraphConstant, GraphKind, GraphTensors, kind_ints, static_int
+from .graph_inputs import GraphKind, graph_by_uid, kind_ints, same_size, static_int  # noqa: F401
+# what compiled code reads of a graph: re-exported, the names layers and tests use
+from .graph_ops import COMPILED_VIEW, GraphRefs, TensorRef, derived, graph_tensor, graph_tensor_of  # noqa: F401
+from .graph_ops import to_refs  # noqa: F401
 
 _lock = threading.Lock()
 
-# -- graphs and derived tensors as constants of compiled code ---------------------------------------
-_GRAPHS: Dict[int, Graph] = {}  # uid -> graph, for graphs that generated code refers to
+DST_SUFFIX = "@dst"  # a vertex input read at sources and destinations: its first num_dst rows
 
-
-def graph_by_uid(uid: int) -> Graph:
-    """The graph generated code names by uid (registered when the code was generated)."""
-    try:
-        return _GRAPHS[uid]
-    except KeyError:
-        raise RuntimeError(f"seastar: compiled code refers to graph uid {uid}, which this process does not hold "
-                           f"(an exported program runs in the process that exported it, with its graph)") from None
-
-
-def graph_constant_by_uid(uid: int) -> GraphConstant:
-    return graph_by_uid(uid)._const
-
-
-def graph_fx_repr(graph: Graph):
-    with _lock:
-        _GRAPHS[graph.uid] = graph
-    return f"graph_constant_by_uid({graph.uid})", {"graph_constant_by_uid": graph_constant_by_uid}
-
-
-_ref_ids = itertools.count()
-_REFS: "weakref.WeakValueDictionary[int, TensorRef]" = weakref.WeakValueDictionary()
-
-try:
-    from torch._opaque_base import OpaqueBase
-    from torch._library.opaque_object import MemberType, register_opaque_type
-except ImportError:  # pragma: no cover - torch without opaque types: eager only
-    OpaqueBase, register_opaque_type = object, None
-
-
-class TensorRef(OpaqueBase):
-    """A tensor derived from a graph, as compiled code holds it: ``graph_tensor(ref)`` reads it."""
-
-    def __init__(self, tensor: torch.Tensor):
-        self.tensor = tensor
-        self.id = next(_ref_ids)
-        _REFS[self.id] = self
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, TensorRef) and other.id == self.id
-
-    def __hash__(self) -> int:
-        return hash(("seastar.TensorRef", self.id))
-
-    def __fx_repr__(self):
-        return f"tensor_ref_by_id({self.id})", {"tensor_ref_by_id": tensor_ref_by_id}
-
-    def __repr__(self) -> str:
-        return f"TensorRef({self.id}, {tuple(self.tensor.shape)}, {self.tensor.dtype})"
-
-
-def tensor_ref_by_id(i: int) -> TensorRef:
-    return _REFS[i]
-
-
-class GraphRefs(NamedTuple):
-    """A graph inside a derived value, as compiled code holds it: its tensors' refs and kind."""
-
-    tensors: GraphTensors
-    kind: GraphKind
-    const: GraphConstant  # what derived() reads of the graph
-
-
-def to_refs(value: Any) -> Any:
-    """``value`` with every tensor (in tuples, named tuples, lists and dicts) replaced by a
-    TensorRef, and every graph by its GraphRefs."""
-    if isinstance(value, torch.Tensor):
-        return TensorRef(value.detach())
-    if isinstance(value, Graph):
-        return GraphRefs(to_refs(value._in), value._kind, value._const)
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(to_refs(v) for v in value))
-    if isinstance(value, (tuple, list)):
-        return type(value)(to_refs(v) for v in value)
-    if isinstance(value, dict):
-        return {k: to_refs(v) for k, v in value.items()}
-    return value
-
-
-def _from_refs(value: Any) -> Any:
-    """The inverse of to_refs inside compiled code: each TensorRef becomes a graph_tensor op."""
-    if isinstance(value, TensorRef):
-        return graph_tensor(value)
-    if isinstance(value, GraphRefs):
-        t = value.tensors
-        src = _from_refs(t.src_rows)
-        dst = src if t.dst_rows is t.src_rows else _from_refs(t.dst_rows)
-        view = Graph._view(GraphTensors(_from_refs(t.handle), src, dst, _from_refs(t.edge_rows)), value.kind)
-        view._const = value.const  # a graph of one graph: compiled code is specialised to both
-        return view
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*[_from_refs(v) for v in value])
-    if isinstance(value, tuple):
-        return tuple(_from_refs(v) for v in value)
-    if isinstance(value, list):
-        return [_from_refs(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _from_refs(v) for k, v in value.items()}
-    return value
-
-
-# -- the opaque types -----------------------------------------------------------------------------------
-def _register() -> None:
-    if register_opaque_type is None:
-        return
-    # run on the real graph at trace time: its result is a constant of the compiled code
-    register_opaque_type(GraphConstant, typ="value", members={"_derive_traced": MemberType.USE_REAL})
-    register_opaque_type(TensorRef, typ="value")
-
-
-_register()  # before the ops: their schemas name the opaque types
-
-COMPILED_VIEW = ("is derived from a graph that compiled code takes as an argument of torch.export, or made "
-                 "inside compiled code; this layer option needs the real graph there: export it with the "
-                 "graph bound (torch.export.export(seastar.nn.WithGraph(model, graph), (x, ...)))")
-
-
-def _constants(value: Any) -> Any:
-    """``derived``'s arguments as constants of the compiled code: a graph as its GraphConstant
-    (``GraphConstant._derive_traced`` hands ``fn`` the graph), a symbolic size (a graph seen with
-    other sizes before) as its value: the value is the graph's alone, and the compiled code is
-    specialised to the graph anyway."""
-    if isinstance(value, Graph):
-        if value._const is None:
-            raise NotImplementedError(f"the graph {COMPILED_VIEW}")
-        return value._const
-    if isinstance(value, torch.SymInt):
-        return int(value)
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(_constants(v) for v in value))
-    if isinstance(value, tuple):
-        return tuple(_constants(v) for v in value)
-    return value
-
-
-def derived(graph: Graph, fn, *args) -> Any:
-    """``graph.derive(fn, *args)``, also inside torch.compile / torch.export: there ``fn`` runs at
-    trace time on the real graph and its tensors become ``graph_tensor`` ops (constants of the
-    compiled code, read again on each run; compiled code is then specialised to the graph).
-    ``args`` must be constants (ints, strings, dtypes, ...)."""
-    if torch.compiler.is_compiling():
-        if graph._const is None:
-            raise NotImplementedError(f"{getattr(fn, '__name__', fn)}: the graph {COMPILED_VIEW}")
-        return _from_refs(graph._const._derive_traced(fn, *_constants(args)))
-    return graph.derive(fn, *args)
-
-
-@torch.library.custom_op("seastar::graph_tensor", mutates_args=())
-def graph_tensor(ref: TensorRef) -> torch.Tensor:
-    # a copy: compiled code owns its outputs and may reuse their memory
-    return ref.tensor.clone()
-
-
-@graph_tensor.register_fake
-def _graph_tensor_fake(ref):
-    t = ref.tensor
-    return torch.empty(tuple(t.shape), dtype=t.dtype, device=t.device)
-
-
-# -- a graph's own tensors, for a graph given as its tensors ----------------------------------------
-_OWN = ("edge_index", "node_type", "edge_type", "in_degrees", "out_degrees")
-
-
-def graph_tensor_of(graph: Graph, name: str):
-    """``graph.edge_index`` (node_type, edge_type, in_degrees, out_degrees) inside compiled code:
-    the graph's own tensor when its form carries it, else the op (None for types it lacks)."""
-    if name not in _OWN:
-        raise ValueError(f"unknown graph tensor {name!r}")
-    if (name == "node_type" and not graph.has_node_types) or (name == "edge_type" and not graph.has_edge_types):
-        return None
-    own = getattr(graph._in, name, None)
-    if own is not None:
-        return own
-    return graph_tensor_of_op(name, graph._in.op_args(), kind_ints(graph))
-
-
-@torch.library.custom_op("seastar::graph_tensor_of", mutates_args=())
-def graph_tensor_of_op(name: str, graph: List[torch.Tensor], kind: List[int]) -> torch.Tensor:
-    from .graph import _own_tensor
-    t = _own_tensor(graph_inputs.resolve(graph, kind), name)
-    return t.to(torch.int64, copy=True)  # a copy: compiled code owns its outputs
-
-
-@graph_tensor_of_op.register_fake
-def _graph_tensor_of_fake(name, graph, kind):
-    _, src, dst, edges = graph[:4]
-    ne = edges.shape[0]
-    shape = {"edge_index": (2, ne), "node_type": (src.shape[0],), "edge_type": (ne,),
-             "in_degrees": (dst.shape[0],), "out_degrees": (src.shape[0],)}[name]
-    return src.new_empty(shape, dtype=torch.int64)
-
+# uid -> program: how compiled code names a program with a constant (VertexProgram registers)
+PROGRAMS: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
 
 # -- vertex programs ----------------------------------------------------------------------------------
 class Signature(NamedTuple):
@@ -298,8 +111,6 @@ def program_signature(kind: GraphKind, program_uid: int, metas: Tuple, backend: 
     code. ``metas``: (name, role, shape without rows, dtype, device, requires_grad) per tensor,
     role "src", "dst" or "src|dst" (a vertex tensor's rows; both when the graph has as many of
     each), "edge", or "param" (shape in full)."""
-    from .program import PROGRAMS, runs_fused
-
     with _lock:
         program = PROGRAMS[program_uid]
         graph = model_graph(kind)
@@ -335,8 +146,6 @@ def _edge_inputs(kind: Tuple[int, ...], program_uid: int, shapes: Tuple) -> Tupl
     """The names of the per-edge inputs of the program's trace for these tensors' shapes (one
     row for the graph's tensors: a trace reads no rows): which tensors have a row per edge and
     which one per vertex is the program's to say, not the sizes' (which may coincide)."""
-    from torch.utils._python_dispatch import _disable_current_modes
-    from .program import PROGRAMS
     with _disable_current_modes(), _lock:
         graph = model_graph(GraphKind.of_ints(kind))
         module = PROGRAMS[program_uid].trace(graph, **{n: TensorMeta(shape, torch.float32, "cpu", False)
@@ -344,18 +153,10 @@ def _edge_inputs(kind: Tuple[int, ...], program_uid: int, shapes: Tuple) -> Tupl
     return tuple(v["name"] for v in module.values if v["op"] == "input_edge")
 
 
-def _equal(a, b) -> bool:
-    """``a == b`` for sizes, symbolic or not, without a guard on data (an unbacked size, such as a
-    self-loop graph's edge count, equals only itself)."""
-    from torch.fx.experimental.symbolic_shapes import guard_or_false
-    r = a == b
-    return r if isinstance(r, bool) else guard_or_false(r)
-
-
 def _vertex_role(rows, graph: Graph) -> str:
     """Which vertices a vertex tensor's rows are: the sources', the destinations', or (a graph
     with as many of each, as a square one has) either."""
-    src, dst = _equal(rows, graph.num_src), _equal(rows, graph.num_dst)
+    src, dst = same_size(rows, graph.num_src), same_size(rows, graph.num_dst)
     if src and dst:
         return "src|dst"
     if src or dst:
@@ -368,8 +169,6 @@ def _vertex_role(rows, graph: Graph) -> str:
 def call_program(program, graph: Graph, backend: str, tensors: Dict[str, torch.Tensor]):
     """VertexProgram.__call__ inside torch.compile / torch.export: one ``seastar::vertex_program`` op
     on the graph's tensors."""
-    from .program import DST_SUFFIX
-
     kind = kind_ints(graph)
     params = set(program.param_names)
     shapes = tuple((k, tuple(static_int(d) for d in (tensors[k].shape if k in params else (1,) + tensors[k].shape[1:])))
@@ -395,7 +194,6 @@ def call_program(program, graph: Graph, backend: str, tensors: Dict[str, torch.T
 def _signature(kind, program_uid, metas, backend):
     # run at trace time with constants, its result a constant: torch.compile does not trace into
     # the orchestrator, and the signature depends on nothing else (never on the graph's sizes)
-    from torch.utils._python_dispatch import _disable_current_modes
     with _disable_current_modes():
         return program_signature(GraphKind.of_ints(kind), program_uid, metas, backend)
 
@@ -407,8 +205,6 @@ def _named(sig: Signature, tensors) -> Dict[str, torch.Tensor]:
 @torch.library.custom_op("seastar::vertex_program", mutates_args=())
 def vertex_program(signature: int, graph: List[torch.Tensor], kind: List[int],
                    tensors: List[torch.Tensor]) -> List[torch.Tensor]:
-    from . import reference
-
     sig = _SIGNATURES[signature]
     g = graph_inputs.resolve(graph, kind)
     name = sig.compiled.lowered.name
@@ -437,8 +233,6 @@ def _vertex_program_fake(signature, graph, kind, tensors):
 @torch.library.custom_op("seastar::vertex_program_backward", mutates_args=())
 def vertex_program_backward(signature: int, graph: List[torch.Tensor], kind: List[int], tensors: List[torch.Tensor],
                             grad_outputs: List[torch.Tensor]) -> List[torch.Tensor]:
-    from . import reference
-
     sig = _SIGNATURES[signature]
     g = graph_inputs.resolve(graph, kind)
     name = sig.compiled.lowered.name

@@ -1,9 +1,11 @@
 """The repository keeps its layout. The C++ sources keep the layering docs/ARCHITECTURE.md draws
 ("Folders and libraries"): a file includes project headers only from its own layer or the layers
 below it, so every arrow of the include graph points down. tests/README.md lists every test
-file. Read from the source tree; nothing is built."""
+file. The Python package's imports form no circle and sit at the top of their modules. Read from
+the source tree; nothing is built."""
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -63,3 +65,104 @@ def test_the_tests_readme_lists_every_test_file():
                 if f.suffix in (".py", ".cpp") and f.parent.name in ("python", "cpp", "compat", "gpu")
                 and f.relative_to(tests).as_posix() not in readme]
     assert not unlisted, "tests/README.md does not list: " + ", ".join(unlisted)
+
+
+# -- the Python package: its imports form no circle --------------------------------------------
+PACKAGE = ROOT / "python" / "seastar"
+# imports that stay inside functions on purpose: the build's version (a clear error when the
+# package is not built), and seastar.distributed's parts that load torch.distributed on first use
+DEFERRED = {"seastar._torch_check": {"seastar._version"},
+            "seastar.distributed": {"seastar.distributed.halo", "seastar.distributed.fullgraph",
+                                    "seastar.distributed.minibatch", "seastar.distributed.checkpoint",
+                                    "seastar.distributed.feature_cache", "seastar.distributed.planner",
+                                    "seastar.distributed.calibration"}}
+
+
+def _modules():
+    mods = {}
+    for f in PACKAGE.rglob("*.py"):
+        parts = f.relative_to(PACKAGE.parent).with_suffix("").parts
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    return mods
+
+
+def _imports(mods):
+    """module -> [(imported package module, inside a function)], without ``if TYPE_CHECKING:``."""
+    edges = {}
+    for name, f in mods.items():
+        tree = ast.parse(f.read_text())
+        is_pkg = f.name == "__init__.py"
+        found = []
+
+        def visit(node, in_function):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.If) and getattr(child.test, "id", "") == "TYPE_CHECKING":
+                    continue
+                inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+                if isinstance(child, ast.ImportFrom):
+                    base = name.split(".") if is_pkg else name.split(".")[:-1]
+                    if child.level:
+                        base = base[:len(base) - (child.level - 1)]
+                        mod = ".".join(base + ([child.module] if child.module else []))
+                    else:
+                        mod = child.module or ""
+                    for alias in child.names:
+                        target = f"{mod}.{alias.name}"
+                        found.append((target if target in mods else mod, inner))
+                elif isinstance(child, ast.Import):
+                    found.extend((a.name, inner) for a in child.names)
+                visit(child, inner)
+
+        visit(tree, False)
+        # importing a submodule runs its package's __init__ first: not an edge of its own
+        edges[name] = [(t, inner) for t, inner in found
+                       if t in mods and t != name and not name.startswith(t + ".")]
+    return edges
+
+
+def _circles(graph):
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def connect(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            connect(v)
+    return out
+
+
+def test_the_package_imports_form_no_circle():
+    edges = _imports(_modules())
+    circles = _circles({m: {t for t, _ in ts} for m, ts in edges.items()})
+    assert not circles, f"import circles: {circles}"
+
+
+def test_package_imports_sit_at_the_top_of_their_modules():
+    deferred = {f"{m} imports {t}" for m, ts in _imports(_modules()).items() for t, inner in ts
+                if inner and t not in DEFERRED.get(m, set())}
+    assert not deferred, "imports inside functions (a circle they hide, or move them up):\n" + "\n".join(sorted(deferred))
+
+
+def test_a_circle_would_be_found():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

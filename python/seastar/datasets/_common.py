@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..graph import Graph
+
 logger = logging.getLogger("seastar.datasets")
 
 
@@ -39,8 +41,6 @@ class Dataset:
 def build_graph(edge_index: torch.Tensor, num_nodes: int, **typed):
     """Build a ``seastar.Graph``; imported here so that tensor-only use never needs the
     compiled extension."""
-    from ..graph import Graph
-
     return Graph.from_edge_index(edge_index, num_nodes=num_nodes, **typed)
 
 

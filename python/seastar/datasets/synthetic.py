@@ -20,6 +20,8 @@ import torch
 
 from ._common import Dataset, build_graph as _build_graph
 from .planetoid import NodeClassificationDataset
+from .. import _C
+from ..graph import Graph
 
 
 @dataclass
@@ -250,9 +252,6 @@ def synthetic_node_classification(num_nodes: int, avg_degree: float = 20.0, num_
     (class means ~ N(0, 1) per feature), so both the features and the neighbourhood carry the label.
     Masks split the vertices at random into train / val / test fractions. Deterministic for a seed.
     """
-    from .. import _C
-    from ..graph import Graph
-
     if num_features < 1:
         raise ValueError(f"num_features must be >= 1, got {num_features}")
     if not (0 < train_fraction and 0 <= val_fraction and train_fraction + val_fraction < 1):

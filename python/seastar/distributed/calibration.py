@@ -30,6 +30,12 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
+from . import launch
+from ..graph import Graph
+from ..loader import sample_blocks
+from ..nn import SAGEConv
+from ..nn._programs import weighted_sum
+
 log = logging.getLogger("seastar.distributed")
 
 
@@ -44,8 +50,6 @@ def _best(fn, reps: int = 3) -> float:
 
 
 def _graph(n: int, e: int):
-    from ..graph import Graph
-
     g = torch.Generator().manual_seed(0)
     ei = torch.randint(0, n, (2, e), generator=g)
     return Graph.from_edge_index(ei, num_nodes=n)
@@ -53,9 +57,6 @@ def _graph(n: int, e: int):
 
 def compute_rates(num_nodes: int = 20_000, num_edges: int = 200_000, width: int = 32) -> dict:
     """The aggregation, GEMM, sampling and gather rates (see the module doc)."""
-    from ..loader import sample_blocks
-    from ..nn.gcn_conv import weighted_sum
-
     graph = _graph(num_nodes, num_edges)
     h = torch.randn(num_nodes, width, requires_grad=True)
     w = torch.rand(num_edges, 1)
@@ -86,8 +87,6 @@ def compute_rates(num_nodes: int = 20_000, num_edges: int = 200_000, width: int 
 def _step_overhead() -> float:
     """One optimizer step of a two-layer model on a 64-vertex graph: the fixed cost of a step
     (Python, autograd, kernel launches, the optimizer), whatever the graph's size."""
-    from ..nn import SAGEConv
-
     graph = _graph(64, 256)
     convs = torch.nn.ModuleList([SAGEConv(8, 8), SAGEConv(8, 4)])
     opt = torch.optim.Adam(convs.parameters(), lr=0.01)
@@ -180,8 +179,6 @@ def calibrate(spawn_collectives: bool = True, world_size: int = 2, group=None) -
     if dist.is_initialized():
         cal.update(collective_rates(group))
     elif spawn_collectives:
-        from . import launch
-
         with tempfile.TemporaryDirectory() as d:
             launch.spawn(_collectives_rank, world_size, args=(d,), timeout_s=120)
             cal.update(torch.load(os.path.join(d, "cal.pt")))

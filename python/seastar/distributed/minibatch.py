@@ -30,6 +30,7 @@ import torch.distributed as dist
 
 from ..graph import Graph
 from ..loader import NeighborLoader, _mix
+from .partition import load_partition
 
 
 class SeedShards:
@@ -196,8 +197,6 @@ class PartitionedFeatures:
 
     @classmethod
     def from_partition(cls, part_dir, field: str = "x") -> "PartitionedFeatures":
-        from .partition import load_partition
-
         part = load_partition(part_dir, dist.get_rank(), world_size=dist.get_world_size())
         assignment = torch.load(Path(part_dir) / "assignment.pt", weights_only=True)
         return cls(part.node_data[field], part.owned, assignment)

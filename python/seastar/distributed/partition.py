@@ -37,6 +37,9 @@ from typing import Dict, Optional
 import numpy as np
 import torch
 
+from .. import datasets
+from ..graph import Graph
+
 log = logging.getLogger("seastar.distributed")
 
 FORMAT_VERSION = 1
@@ -132,8 +135,6 @@ def _balance_training(part: np.ndarray, edge_index: np.ndarray, train: np.ndarra
 # -- the input -------------------------------------------------------------------------------
 def _unpack(dataset_or_graph):
     """(edge_index [2, E] int64 numpy, num_nodes, node tensors, edge_type, num_edge_types)."""
-    from ..graph import Graph
-
     if isinstance(dataset_or_graph, Graph):
         g, node = dataset_or_graph, {}
     elif hasattr(dataset_or_graph, "graph") and isinstance(dataset_or_graph.graph, Graph):
@@ -279,8 +280,6 @@ class Partition:
     def local_graph(self):
         """The part's in-edges as a bipartite seastar.Graph: sources owned + halo, destinations
         owned (so a layer's output has one row per owned vertex)."""
-        from ..graph import Graph
-
         return Graph.from_edge_index(self.edge_index, num_nodes=(self.num_owned + self.num_halo, self.num_owned),
                                      edge_type=self.edge_type, num_edge_types=self.num_edge_types)
 
@@ -355,8 +354,6 @@ def main(argv=None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from .. import datasets
-
     try:
         if args.dataset == "synthetic":
             ds = datasets.synthetic_node_classification(args.num_nodes, avg_degree=args.avg_degree,

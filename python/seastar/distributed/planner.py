@@ -47,6 +47,11 @@ from typing import Dict, List, Optional
 
 import torch
 
+from .. import nn as ssnn
+from ..graph import Graph
+from ..loader import sample_blocks
+from .calibration import _best, calibrate
+
 _KINDS = ("sage", "gcn", "gat")
 
 
@@ -155,8 +160,6 @@ def _layers_time(m, widths, blocks, cal) -> tuple:
 
 
 def _make_layers(m: ModelSpec, widths):
-    from .. import nn as ssnn
-
     convs = []
     for i, (fin, fout, _, _) in enumerate(widths):
         if m.kind == "sage":
@@ -174,9 +177,6 @@ def fit_step(m: ModelSpec, widths, cal) -> dict:
     ``seconds = step_fixed_s + step_scale * (the rates' compute estimate)``: what the rates
     miss of a real step (activations, dropout, the loss, the optimizer, launch costs) as a fixed
     part and a factor. A few seconds; run once per plan unless the calibration holds the fit."""
-    from ..graph import Graph
-    from .calibration import _best
-
     convs = _make_layers(m, widths)
     opt = torch.optim.Adam(convs.parameters(), lr=0.01)
     dtype = torch.float64 if m.dtype_bytes == 8 else torch.float32
@@ -223,8 +223,6 @@ def _num_params(widths) -> int:
 def _sampled_blocks(graph, train, m: ModelSpec, batch: int, batches: int = 4) -> dict:
     """Mean sizes of a batch of ``batch`` seeds: per block (sources, destinations, edges) and
     its sampled edges, from ``batches`` batches sampled on the data."""
-    from ..loader import sample_blocks
-
     seeds = train.nonzero().view(-1) if train is not None else torch.arange(graph.num_nodes)
     g = torch.Generator().manual_seed(0)
     sums, edges_total = None, 0
@@ -286,7 +284,6 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
         raise ValueError(f"memory_per_process must be a positive number of MB, got {memory_per_process}")
     m = ModelSpec.of(model_spec)
     if calibration is None:
-        from .calibration import calibrate
         calibration = calibrate(world_size=max(2, k))
     cal = dict(calibration)
     missing = [key for key in ("aggregation_rate", "gemm_rate", "sampling_rate", "gather_rate", "step_overhead_s",

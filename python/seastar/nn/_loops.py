@@ -21,7 +21,7 @@ from typing import NamedTuple, Union
 
 import torch
 
-from ..derived_graphs import self_loop_graph
+from ..derived_graphs import Derivation, register, self_loop_graph
 from ..graph import Graph
 from ._structure import Structure, make_graph
 from ._utils import GraphCache, graph_uid, per_graph
@@ -108,6 +108,15 @@ def loop_graph(graph, num_src: int, num_dst: int, num_loops: int, layout) -> Loo
     new_ei = torch.cat([ei[:, kept], torch.stack([loops, loops])], 1).contiguous()
     return LoopGraph(Structure(make_graph(new_ei, num_src, num_dst), num_src, num_dst, new_ei, None, layout),
                      num_loops)
+
+
+def _self_loop_graph(graph: Graph, arg: int) -> Graph:
+    ns, nd = graph.num_src, graph.num_dst
+    return loop_graph(graph, ns, nd, min(ns, nd), None).structure.graph
+
+
+# compiled code derives the self-loop graph by the op seastar::derived_graph: its derivation
+register("self_loops", Derivation(_self_loop_graph, square_of_sources=False, same_edges=False))
 
 
 def fill_values(fill: Union[float, torch.Tensor, str, None], like: torch.Tensor, index: torch.Tensor,

@@ -22,8 +22,8 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from ..derived_graphs import graph_of_edge_index
 from ..graph import Graph, tensor_of
+from ..graph_inputs import GraphKind, GraphTensors, same_size
 from ._tensor_cache import GRAPHS
 
 log = logging.getLogger("seastar")
@@ -254,3 +254,57 @@ def typed_square(edge_index: torch.Tensor, edge_type: torch.Tensor, num_src: int
         ei = edge_index.detach().to("cpu", torch.int64).contiguous()
         return Graph.from_edge_index(ei, num_nodes=max(num_src, num_dst), edge_type=t, num_edge_types=num_edge_types)
     return GRAPHS.get(edge_index, ("typed", num_src, num_dst, num_edge_types), make, also=edge_type)
+
+
+# -- PyG's edge_index inside compiled code ---------------------------------------------------------
+@torch.library.custom_op("seastar::graph_of_edge_index", mutates_args=())
+def graph_of_edge_index_op(edge_index: torch.Tensor, src_rows: torch.Tensor, dst_rows: torch.Tensor,
+                           flow: str) -> torch.Tensor:
+    # checked and built once per tensor (its identity and version), as an eager call does
+    s = from_edge_index(edge_index, src_rows.shape[0], dst_rows.shape[0], flow)
+    return s.graph._in.handle.clone()
+
+
+@graph_of_edge_index_op.register_fake
+def _graph_of_edge_index_fake(edge_index, src_rows, dst_rows, flow):
+    return edge_index.new_empty(1, dtype=torch.int64)
+
+
+def graph_of_edge_index(edge_index: torch.Tensor, num_src, num_dst, flow: str) -> Graph:
+    """The graph of a [2, E] ``edge_index`` inside compiled code: built (and checked) by an op at
+    run time, once per tensor, so that compiled code neither reads the ids (a graph break) nor
+    holds one graph: ``conv(x, edge_index)`` compiles once for every ``edge_index``."""
+    src = torch.empty((num_src, 0), dtype=torch.uint8)
+    same = same_size(num_src, num_dst)
+    dst = src if same else torch.empty((num_dst, 0), dtype=torch.uint8)
+    handle = graph_of_edge_index_op(edge_index, src, dst, flow)
+    edges = torch.empty((edge_index.shape[1], 0), dtype=torch.uint8)
+    kind = GraphKind(not same, False, 0, False, 0)
+    return Graph._view(GraphTensors(handle, src, dst, edges), kind)
+
+
+@torch.library.custom_op("seastar::typed_graph_of_edge_index", mutates_args=())
+def typed_graph_of_edge_index_op(edge_index: torch.Tensor, edge_type: torch.Tensor, src_rows: torch.Tensor,
+                                 dst_rows: torch.Tensor, num_relations: int, layer: str) -> torch.Tensor:
+    # checked and built once per pair of tensors, as an eager call does
+    g = typed_square(edge_index, edge_type, src_rows.shape[0], dst_rows.shape[0], num_relations, layer)
+    return g._in.handle.clone()
+
+
+@typed_graph_of_edge_index_op.register_fake
+def _typed_graph_of_edge_index_fake(edge_index, edge_type, src_rows, dst_rows, num_relations, layer):
+    return edge_index.new_empty(1, dtype=torch.int64)
+
+
+def typed_graph_of_edge_index(edge_index: torch.Tensor, edge_type: torch.Tensor, num_src, num_dst,
+                              num_relations: int, layer: str) -> Graph:
+    """PyG's ``(edge_index, edge_type)`` of a relational layer inside compiled code: the typed
+    square graph of ``max(num_src, num_dst)`` vertices (``typed_square``), built and
+    checked by an op at run time, once per pair of tensors."""
+    src = torch.empty((num_src, 0), dtype=torch.uint8)
+    dst = src if same_size(num_src, num_dst) else torch.empty((num_dst, 0), dtype=torch.uint8)
+    handle = typed_graph_of_edge_index_op(edge_index, edge_type, src, dst, num_relations, layer)
+    n = num_src if same_size(num_src, num_dst) else max(num_src, num_dst)
+    rows_ = src if n is num_src else torch.empty((n, 0), dtype=torch.uint8)
+    edges = torch.empty((edge_index.shape[1], 0), dtype=torch.uint8)
+    return Graph._view(GraphTensors(handle, rows_, rows_, edges), GraphKind(False, False, 0, True, num_relations))

@@ -8,10 +8,10 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from ..derived_graphs import typed_graph_of_edge_index, typed_square as derived_square
+from ..derived_graphs import typed_square as derived_square
 from ..graph import Graph
 from ._inputs import normalise_call
-from ._structure import from_sparse, is_sparse_tensor_like, is_torch_sparse, typed_square
+from ._structure import from_sparse, is_sparse_tensor_like, is_torch_sparse, typed_graph_of_edge_index, typed_square
 
 
 class TypedCall(NamedTuple):
