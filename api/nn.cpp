@@ -4,58 +4,15 @@
 #include <torch/torch.h>
 
 #include <cmath>
-#include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "core/util/errors.h"
 
 namespace seastar::nn {
-
-namespace detail {
-
-/// Per-graph derived data, kept for a few recent graphs (keyed by uid, which is never reused,
-/// so a new graph can never hit a stale entry).
-struct GraphEntry {
-  uint64_t uid = 0;
-  Graph graph;                                    ///< the graph the layer propagates over
-  torch::Tensor w64;                              ///< GCN edge weights [E', 1], float64, CPU
-  std::map<std::string, torch::Tensor> weights;  ///< w64 converted, by "device/dtype"
-};
-
-struct GraphCache {
-  explicit GraphCache(size_t max) : max_size(max) {}
-
-  /// The entry for `graph`, made by `make` on a miss; `use` runs under the lock.
-  template <typename Use>
-  auto with(const Graph& graph, const std::function<void(GraphEntry&)>& make, Use&& use) {
-    std::lock_guard<std::mutex> lock(mutex);
-    const uint64_t uid = graph.data().uid();
-    for (auto it = entries.begin(); it != entries.end(); ++it) {
-      if (it->uid == uid) {
-        if (std::next(it) != entries.end()) {  // move to the back (most recent)
-          GraphEntry e = std::move(*it);
-          entries.erase(it);
-          entries.push_back(std::move(e));
-        }
-        return use(entries.back());
-      }
-    }
-    GraphEntry e;
-    e.uid = uid;
-    make(e);
-    entries.push_back(std::move(e));
-    while (entries.size() > max_size) entries.pop_front();
-    return use(entries.back());
-  }
-
-  size_t max_size;
-  std::mutex mutex;
-  std::deque<GraphEntry> entries;
-};
-
-}  // namespace detail
 
 namespace {
 
@@ -157,7 +114,6 @@ void GCNConvImpl::reset() {
   lin = register_module(
       "lin", torch::nn::Linear(torch::nn::LinearOptions(options.in_channels(), options.out_channels()).bias(false)));
   bias = options.bias() ? register_parameter("bias", torch::empty({options.out_channels()})) : torch::Tensor();
-  cache_ = std::make_shared<detail::GraphCache>(16);
   reset_parameters();
 }
 
@@ -172,24 +128,23 @@ torch::Tensor GCNConvImpl::forward(const Graph& graph, const torch::Tensor& x) {
   torch::Tensor out;
   if (options.normalize()) {
     const bool loops = options.add_self_loops();
-    const std::string wkey = h.device().str() + "/" + std::string(c10::toString(h.scalar_type()));
-    auto [g, w] = cache_->with(
-        graph,
-        [&](detail::GraphEntry& e) {
-          // one-time O(N + E) preprocessing of the structure, in float64
-          e.graph = loops ? graph.add_self_loops() : graph;
-          torch::Tensor deg = e.graph.in_degrees().to(torch::kDouble);
-          torch::Tensor dinv = deg.pow(-0.5);
-          dinv.masked_fill_(deg == 0, 0.0);
-          torch::Tensor ei = e.graph.edge_index();
-          e.w64 = (dinv.index_select(0, ei[0]) * dinv.index_select(0, ei[1])).unsqueeze(-1);
-        },
-        [&](detail::GraphEntry& e) {
-          auto it = e.weights.find(wkey);
-          if (it == e.weights.end())
-            it = e.weights.emplace(wkey, e.w64.to(h.device(), h.scalar_type())).first;
-          return std::make_pair(e.graph, it->second);
-        });
+    // kept by the graph (Graph::derived): the structure and its float64 weights, once per graph,
+    // then the weights in each device and dtype they are asked for
+    const std::string norm_key = std::string("nn.GCNConv.norm/loops=") + (loops ? "1" : "0");
+    using Norm = std::pair<Graph, torch::Tensor>;
+    const Norm norm = graph.derived<Norm>(norm_key, [&] {
+      // one-time O(N + E) preprocessing of the structure, in float64
+      Graph g = loops ? graph.add_self_loops() : graph;
+      torch::Tensor deg = g.in_degrees().to(torch::kDouble);
+      torch::Tensor dinv = deg.pow(-0.5);
+      dinv.masked_fill_(deg == 0, 0.0);
+      torch::Tensor ei = g.edge_index();
+      return Norm(g, (dinv.index_select(0, ei[0]) * dinv.index_select(0, ei[1])).unsqueeze(-1));
+    });
+    const Graph& g = norm.first;
+    const torch::Tensor w = graph.derived<torch::Tensor>(
+        norm_key + "/" + h.device().str() + "/" + std::string(c10::toString(h.scalar_type())),
+        [&] { return norm.second.to(h.device(), h.scalar_type()); });
     out = weighted_sum_program().call(g, {{"h", h}, {"w", w}});
   } else {
     out = neighbour_sum_program().call(graph, {{"h", h}});
@@ -218,7 +173,6 @@ void GATConvImpl::reset() {
   att_src = register_parameter("att_src", torch::empty({1, H, C}));
   att_dst = register_parameter("att_dst", torch::empty({1, H, C}));
   bias = options.bias() ? register_parameter("bias", torch::empty({options.concat() ? H * C : C})) : torch::Tensor();
-  cache_ = std::make_shared<detail::GraphCache>(8);
   reset_parameters();
 }
 
@@ -237,9 +191,8 @@ torch::Tensor GATConvImpl::forward(const Graph& graph, const torch::Tensor& x) {
   torch::Tensor er = (h * att_dst).sum(-1, /*keepdim=*/true);
   Graph g = graph;
   if (options.add_self_loops()) {
-    g = cache_->with(
-        graph, [&](detail::GraphEntry& e) { e.graph = graph.remove_self_loops().first.add_self_loops(); },
-        [](detail::GraphEntry& e) { return e.graph; });
+    g = graph.derived<Graph>("nn.GATConv.loops",
+                             [&] { return graph.remove_self_loops().first.add_self_loops(); });
   }
   torch::Tensor out;
   if (is_training() && options.dropout() > 0.0) {

@@ -10,7 +10,7 @@
  *
  * Layers take the graph first, as in Python: forward(const Graph&, const torch::Tensor& x);
  * `x` may be a sparse COO tensor (bag-of-words features). Per-graph preprocessing (self loops,
- * GCN's edge weights) is cached on the layer, keyed by the graph's uid.
+ * GCN's edge weights) is kept by the graph itself (Graph::derived), shared by every layer.
  */
 #pragma once
 
@@ -27,10 +27,6 @@
 #include "api/program.h"
 
 namespace seastar::nn {
-
-namespace detail {
-struct GraphCache;  // a small per-layer LRU map: graph uid -> derived graph / edge weights
-}
 
 /// The propagation programs the layers use (traced once per signature, shared by all layers).
 /// sum over in-edges of e.src.h * e.w  ("gcn_weighted_sum"; GCN and APPNP propagation)
@@ -73,7 +69,6 @@ class GCNConvImpl : public torch::nn::Cloneable<GCNConvImpl> {
   torch::Tensor bias;              ///< [out], undefined without bias
 
  private:
-  std::shared_ptr<detail::GraphCache> cache_;
 };
 TORCH_MODULE(GCNConv);
 
@@ -114,7 +109,6 @@ class GATConvImpl : public torch::nn::Cloneable<GATConvImpl> {
   torch::Tensor bias;              ///< [heads * out] (concat) or [out]; undefined without bias
 
  private:
-  std::shared_ptr<detail::GraphCache> cache_;
 };
 TORCH_MODULE(GATConv);
 

@@ -287,7 +287,7 @@ def run_train(cfg: dict) -> dict:
         conv = model.convs[0]
         out["mode_used"] = conv.last_mode
         from seastar.nn.rgcn_conv import relation_pairs
-        out["num_pairs"] = relation_pairs(conv._graph_cache, g, R).num_pairs
+        out["num_pairs"] = relation_pairs(g, R).num_pairs
         out["num_runs"] = conv._num_runs(g)
     return out
 

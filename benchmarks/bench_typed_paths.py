@@ -67,7 +67,7 @@ def measure(n: int, e: int, width: int, x_grad: bool) -> dict:
             times[k].append(step_time(layer, graph, x))
     rgcn, hgt = snn.RGCNConv(width, width, 4), snn.HGTConv(width, width, 3, 4, heads=HEADS)
     row = dict(nodes=n, edges=e, width=width, x_grad=x_grad,
-               pairs=relation_pairs(rgcn._graph_cache, graph, 4).num_pairs,
+               pairs=relation_pairs(graph, 4).num_pairs,
                rgcn_ms={p: 1e3 * min(times[("rgcn", p)]) for p in RGCN_PATHS},
                hgt_ms={p: 1e3 * min(times[("hgt", p)]) for p in HGT_PATHS},
                # HGT's K and V come from its own trainable linears: they need gradients either way

@@ -7,10 +7,13 @@
 
 #include <torch/types.h>
 
+#include <any>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -96,12 +99,31 @@ class Graph {
   /// GraphData::in_edge_order: edge j of the result is slot j of this graph's in-edge index.
   Graph in_edge_order() const;
 
+  /// A value derived from this graph alone (a self-loop graph, normalisation weights on a
+  /// device), made by `make` on first use and kept by the graph for its lifetime, shared by every
+  /// layer and every copy of this Graph. `key` names the derivation and its arguments (a device,
+  /// a dtype). `make` runs without the graph's locks (it may read the graph); when two threads
+  /// make one key at once, the first value kept is the one both get.
+  template <typename T>
+  T derived(const std::string& key, const std::function<T()>& make) const {
+    {
+      std::lock_guard<std::mutex> lock(cache_->derived_mutex);
+      auto it = cache_->derived.find(key);
+      if (it != cache_->derived.end()) return std::any_cast<T>(it->second);
+    }
+    T value = make();
+    std::lock_guard<std::mutex> lock(cache_->derived_mutex);
+    return std::any_cast<T>(cache_->derived.emplace(key, std::move(value)).first->second);
+  }
+
  private:
   struct Cache {
     std::mutex mutex;
     std::map<std::string, std::unique_ptr<DeviceGraph>> by_device;
     torch::Tensor edge_index;
     int64_t edge_index_version = 0;
+    std::mutex derived_mutex;  // apart from `mutex`: a derivation reads the graph's tensors
+    std::map<std::string, std::any> derived;
   };
   std::shared_ptr<const GraphData> data_;
   std::shared_ptr<Cache> cache_;

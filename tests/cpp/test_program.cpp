@@ -205,6 +205,34 @@ TEST(Layers, GCNConvMatchesPlainTorch) {
   expect_close(conv(g, x.detach().to_sparse()), out.detach(), "sparse x");
 }
 
+TEST(Layers, DerivedValuesAreKeptByTheGraphAndSharedByItsCopies) {
+  Graph g = small_graph();
+  int made = 0;
+  auto make = [&] {
+    ++made;
+    return torch::full({1}, static_cast<double>(made));
+  };
+  const torch::Tensor a = g.derived<torch::Tensor>("test.value", make);
+  Graph copy = g;  // one graph: copies share what is derived from it
+  const torch::Tensor b = copy.derived<torch::Tensor>("test.value", make);
+  EXPECT_EQ(made, 1);
+  EXPECT_TRUE(a.is_same(b));
+  EXPECT_EQ(copy.derived<torch::Tensor>("test.other", make).item<double>(), 2.0);  // another key
+  Graph other = small_graph();  // another graph with the same edges keeps its own
+  EXPECT_EQ(other.derived<torch::Tensor>("test.value", make).item<double>(), 3.0);
+  EXPECT_EQ(made, 3);
+  // the layers keep their preprocessing there, for every layer on the graph
+  nn::GCNConv conv(nn::GCNConvOptions(4, 2));
+  conv(g, torch::randn({6, 4}));
+  using Norm = std::pair<Graph, torch::Tensor>;
+  bool remade = false;
+  g.derived<Norm>("nn.GCNConv.norm/loops=1", [&] {
+    remade = true;
+    return Norm(g, torch::Tensor());
+  });
+  EXPECT_FALSE(remade);
+}
+
 TEST(Layers, GATConvMatchesPlainTorch) {
   Graph g = small_graph();
   const int64_t H = 2, C = 3;

@@ -175,7 +175,6 @@ def test_the_uncached_layer_keeps_the_caller_order():
 def test_an_unknown_normalisation_form_is_refused():
     from seastar.nn._gcn_norm import gcn_norm
     from seastar.nn._structure import Structure
-    from seastar.nn._utils import GraphCache
     g = shuffled_graph()
     with pytest.raises(ValueError, match="form='edges'"):
-        gcn_norm(GraphCache(), Structure(g, 5, 5, None), inputs(g)[1], True, False, DT, "cpu", form="edges")
+        gcn_norm(Structure(g, 5, 5, None), inputs(g)[1], True, False, DT, "cpu", form="edges")

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 import seastar as ss
 import seastar.nn as snn
 from conftest import BIG_RELATION, EMPTY_RELATION, NUM_NODE_TYPES, NUM_RELATIONS, TYPED_GRAPH_NAMES
+from seastar.nn.hetero_conv import relation_subgraph
 from seastar.nn.rgcn_conv import MATVEC_COST, PAIR_MARGIN, ROW_COST, relation_pairs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -233,7 +234,7 @@ def test_rgcn_without_root_or_bias(graph_factory, root_weight, bias):
 
 def test_rgcn_paths_agree_and_cost_rule():
     graph = pair_heavy_graph()
-    pairs = relation_pairs(snn.RGCNConv(1, 1, NUM_RELATIONS)._graph_cache, graph, NUM_RELATIONS)
+    pairs = relation_pairs(graph, NUM_RELATIONS)
     assert pairs.num_pairs < graph.num_edges
     x = features(graph, 8)
     outs = {}
@@ -289,7 +290,7 @@ def test_rgcn_per_run_chunks_match_torch(hetero_graph, aggr, chunk_rows):
     fwd = build_run_plan(src, dst, typ, n, chunk_rows=chunk_rows)
     rev = build_run_plan(dst, src, typ, n, chunk_rows=chunk_rows)
     assert len(fwd.chunks) == -(-fwd.num_runs // chunk_rows)
-    norm = relation_norm(layer._graph_cache, hetero_graph, NUM_RELATIONS, "cpu", DT) if aggr == "mean" else None
+    norm = relation_norm(hetero_graph, NUM_RELATIONS, "cpu", DT) if aggr == "mean" else None
 
     class Chunked(torch.nn.Module):
         def forward(self, graph, x):
@@ -360,12 +361,14 @@ def test_rgcn_norm_and_pairs_cached_per_graph(graph_factory):
     layer = snn.RGCNConv(3, 2, NUM_RELATIONS, mode="per_pair")
     x = torch.randn(graph.num_nodes, 3)
     layer(graph, x)
-    n = len(layer._graph_cache)
+    n = len(graph._derived)  # kept by the graph, whichever layer asks
+    assert n > 0
     layer(graph, x)
-    assert len(layer._graph_cache) == n
+    snn.RGCNConv(3, 2, NUM_RELATIONS, mode="per_pair")(graph, x)
+    assert len(graph._derived) == n
     other = graph_factory("typed_mixed")
     layer(other, torch.randn(other.num_nodes, 3))
-    assert len(layer._graph_cache) > n
+    assert len(other._derived) > 0 and len(graph._derived) == n
 
 
 # ---------------------------------------------------------------- HGTConv
@@ -466,7 +469,7 @@ def test_hetero_conv_aggregations(graph_factory, aggr):
     convs = {r: snn.GCNConv(3, 2).double() for r in (0, EMPTY_RELATION, BIG_RELATION + 1)}
     hetero = snn.HeteroConv(convs, aggr=aggr)
     out = hetero(graph, x)
-    parts = [convs[r](hetero._graph_cache.get(("relation_subgraph", graph._g.uid, r), None), x) for r in convs]
+    parts = [convs[r](relation_subgraph(graph, r), x) for r in convs]
     stacked = torch.stack(parts)
     expected = {"sum": stacked.sum(0), "mean": stacked.mean(0), "max": stacked.amax(0), "min": stacked.amin(0),
                 "cat": torch.cat(parts, -1)}[aggr]
@@ -483,7 +486,8 @@ def test_hetero_conv_subgraphs(graph_factory):
     hetero = snn.HeteroConv({r: snn.GCNConv(2, 2) for r in range(NUM_RELATIONS)})
     hetero(graph, torch.randn(graph.num_nodes, 2))
     for r in range(NUM_RELATIONS):
-        sub = hetero._graph_cache.get(("relation_subgraph", graph._g.uid, r), None)
+        sub = relation_subgraph(graph, r)
+        assert sub is relation_subgraph(graph, r)  # kept by the graph
         assert sub.num_nodes == graph.num_nodes and not sub.has_edge_types
         assert torch.equal(sub.edge_index.long(), torch.stack([src[typ == r], dst[typ == r]]))
         assert torch.equal(sub.node_type, graph.node_type)

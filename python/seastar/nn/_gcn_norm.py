@@ -52,7 +52,7 @@ from ._loops import loop_ids, loop_values, self_loops, with_loops
 from ..graph import tensor_of
 from ._inputs import edge_weights
 from ._structure import Structure, is_sparse_tensor_like
-from ._utils import GraphCache, graph_uid, per_graph
+from ._utils import per_graph
 
 
 class VertexNorm(NamedTuple):
@@ -80,10 +80,10 @@ def in_weight(v):
     return ss.sum(e.w for e in v.in_edges())
 
 
-def explicit_loops(cache: GraphCache, s: Structure, norm: VertexNorm) -> Tuple[Structure, torch.Tensor]:
+def explicit_loops(s: Structure, norm: VertexNorm) -> Tuple[Structure, torch.Tensor]:
     """The structure with its self loops as edges and the per-edge weights [E', 1] of ``norm``
     (for what needs them per edge, e.g. edge dropout)."""
-    st = s if norm.loop is None else with_loops(cache, s, s.num_dst).structure
+    st = s if norm.loop is None else with_loops(s, s.num_dst).structure
     src, dst = st.edge_index.to(norm.dinv.device)
     return st, norm.dinv[src] * norm.dinv[dst]
 
@@ -104,7 +104,7 @@ def normalise(s: Structure, w: torch.Tensor) -> torch.Tensor:
 NORM_FORMS = ("vertex", "edge", "loops_as_edges")
 
 
-def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor], add_self_loops: bool,
+def gcn_norm(s: Structure, edge_weight: Optional[torch.Tensor], add_self_loops: bool,
              improved: bool, dtype: torch.dtype, device, layer: str = "GCNConv", form: str = "vertex"
              ) -> Tuple[Structure, Union[torch.Tensor, VertexNorm, EdgeNorm]]:
     """The structure to propagate over and its normalised weights: a ``VertexNorm`` (the graph
@@ -119,26 +119,24 @@ def gcn_norm(cache: GraphCache, s: Structure, edge_weight: Optional[torch.Tensor
     if w is None and s.layout is None:  # depends on the graph alone: once per graph, device and dtype
         if torch.compiler.is_compiling():  # traced on the graph's tensors, for every graph alike
             return _unweighted_norm(s.graph, s.num_src, s.num_dst, add_self_loops, str(device), dtype)
-        key = ("gcn_vertex_norm", graph_uid(s.graph), s.num_src, s.num_dst, add_self_loops, str(device), dtype)
-        return per_graph(cache, key, s.graph, _unweighted_norm, s.num_src, s.num_dst, add_self_loops,
-                         str(device), dtype)
+        return per_graph(s.graph, _unweighted_norm, s.num_src, s.num_dst, add_self_loops, str(device), dtype)
     if w is None:
         w = torch.ones(s.num_edges, dtype=dtype, device=device)
     w = w.to(dtype=dtype, device=device)
     mode = {None: "remaining", "torch_sparse": "replace"}.get(s.layout, "sum")
     if form == "vertex":
-        return s, _weighted_norm(cache, s, w, add_self_loops, fill, mode)
+        return s, _weighted_norm(s, w, add_self_loops, fill, mode)
     if form == "edge":
-        return _edge_norm(cache, s, _weighted_norm(cache, s, w, add_self_loops, fill, mode))
+        return _edge_norm(s, _weighted_norm(s, w, add_self_loops, fill, mode))
     st = s
     if add_self_loops:
-        lg = with_loops(cache, s, s.num_dst)
+        lg = with_loops(s, s.num_dst)
         st = lg.structure
-        w = loop_values(lg, loop_ids(cache, s, lg), w, fill, mode)
+        w = loop_values(lg, loop_ids(s, lg), w, fill, mode)
     return st, normalise(st, w).unsqueeze(-1)
 
 
-def _weighted_norm(cache: GraphCache, s: Structure, w: torch.Tensor, add_self_loops: bool, fill: float,
+def _weighted_norm(s: Structure, w: torch.Tensor, add_self_loops: bool, fill: float,
                    mode: str) -> VertexNorm:
     """The per-vertex form with edge weights ``w`` [E] over the graph as given. Where the graph
     with loops would hold one loop of weight ``lw_v`` at ``v`` in place of the ``c_v`` loops the
@@ -154,7 +152,7 @@ def _weighted_norm(cache: GraphCache, s: Structure, w: torch.Tensor, add_self_lo
     deg = s.out(in_weight(s.graph, w=wcol)).squeeze(-1)
     corr = None
     if add_self_loops:
-        lw, own_sum = _loop_weights(cache, s, w, fill, mode)
+        lw, own_sum = _loop_weights(s, w, fill, mode)
         corr = lw - own_sum
         deg = deg + corr
     dinv = deg.pow(-0.5)
@@ -164,7 +162,7 @@ def _weighted_norm(cache: GraphCache, s: Structure, w: torch.Tensor, add_self_lo
     return VertexNorm(dinv.unsqueeze(-1), loop.unsqueeze(-1), wcol)
 
 
-def _loop_weights(cache: GraphCache, s: Structure, w: torch.Tensor, fill: float, mode: str):
+def _loop_weights(s: Structure, w: torch.Tensor, fill: float, mode: str):
     """Per destination: the weight of the one loop the graph with loops holds (``fill``, or, by
     ``mode``, what the graph's own loops make of it) and the sum of the graph's own loops'."""
     lw = w.new_full((s.num_dst,), fill)
@@ -179,7 +177,7 @@ def _loop_weights(cache: GraphCache, s: Structure, w: torch.Tensor, fill: float,
         elif mode == "sum":
             lw = torch.cat([lw, spare]).index_add(0, row, w)[:-1]
         return lw, torch.cat([w.new_zeros(s.num_dst), spare]).index_add(0, row, w)[:-1]
-    edges, vertex = self_loops(cache, s)
+    edges, vertex = self_loops(s)
     edges, vertex = edges.to(w.device), vertex.to(w.device)
     own = w[edges]
     if mode == "remaining":  # PyG's assignment: with several loops at a vertex one value wins
@@ -189,16 +187,16 @@ def _loop_weights(cache: GraphCache, s: Structure, w: torch.Tensor, fill: float,
     return lw, w.new_zeros(s.num_dst).index_add(0, vertex, own)
 
 
-def _edge_norm(cache: GraphCache, s: Structure, norm: VertexNorm) -> Tuple[Structure, EdgeNorm]:
+def _edge_norm(s: Structure, norm: VertexNorm) -> Tuple[Structure, EdgeNorm]:
     """``norm``'s factors multiplied into one weight per edge, in in-edge (slot) order, and the
     structure whose edge ids are those slots: read off the in-edge index (the source of each
     slot, the destination by run length), so no edge list is built."""
     device = str(norm.w.device)
-    degree, nbr, eid = per_graph(cache, ("in_index", graph_uid(s.graph), device), s.graph, _in_index, device)
+    degree, nbr, eid = per_graph(s.graph, _in_index, device)
     dinv = s.src(norm.dinv).squeeze(-1)  # a square graph's vertices: sources and centres alike
     d_dst = torch.repeat_interleave(dinv, degree, output_size=s.graph.num_edges)
     w = dinv[nbr] * norm.w.squeeze(-1)[eid] * d_dst
-    return in_edge_order(cache, s), EdgeNorm(w.unsqueeze(-1), norm.loop)
+    return in_edge_order(s), EdgeNorm(w.unsqueeze(-1), norm.loop)
 
 
 def _in_index(graph, device: str):
@@ -207,13 +205,13 @@ def _in_index(graph, device: str):
     return t["in_ptr"].diff(), t["in_nbr"], t["in_eid"]
 
 
-def in_edge_order(cache: GraphCache, s: Structure) -> Structure:
-    """``s`` with edge ``j`` = slot ``j`` of its in-edge index, cached per graph."""
-    return per_graph(cache, ("in_edge_order", graph_uid(s.graph)), s.graph, _in_edge_order, s)
+def in_edge_order(s: Structure) -> Structure:
+    """``s`` with edge ``j`` = slot ``j`` of its in-edge index, kept by the graph."""
+    return per_graph(s.graph, _in_edge_order, s.num_src, s.num_dst, s.layout)
 
 
-def _in_edge_order(graph, s: Structure) -> Structure:
-    return Structure(destination_ordered(graph), s.num_src, s.num_dst, None, None, s.layout)
+def _in_edge_order(graph, num_src: int, num_dst: int, layout) -> Structure:
+    return Structure(destination_ordered(graph), num_src, num_dst, None, None, layout)
 
 
 def _unweighted_norm(graph, num_src: int, num_dst: int, add_self_loops: bool, device: str,
@@ -241,12 +239,11 @@ class BlockNorm(NamedTuple):
     loop: Optional[torch.Tensor] = None  # [num_dst, 1]: the per-vertex loop term's factor; None: no loops added
 
 
-def block_norm(cache: GraphCache, s: Structure, add_self_loops: bool, dtype: torch.dtype, device) -> BlockNorm:
+def block_norm(s: Structure, add_self_loops: bool, dtype: torch.dtype, device) -> BlockNorm:
     """The factors of a block without edge weights, once per block, device and dtype."""
     if torch.compiler.is_compiling():  # traced on the graph's tensors, for every block alike
         return _block_norm(s.graph, s.num_dst, add_self_loops, str(device), dtype)
-    key = ("gcn_block_norm", graph_uid(s.graph), add_self_loops, str(device), dtype)
-    return per_graph(cache, key, s.graph, _block_norm, s.num_dst, add_self_loops, str(device), dtype)
+    return per_graph(s.graph, _block_norm, s.num_dst, add_self_loops, str(device), dtype)
 
 
 def _block_norm(graph, num_dst: int, add_self_loops: bool, device: str, dtype: torch.dtype) -> BlockNorm:
@@ -292,15 +289,14 @@ def in_destination_order(s: Structure, w: torch.Tensor) -> Tuple[Structure, torc
     order a stream. Same vertices, and each vertex adds its in-edges in the same order, so the
     sums are the same."""
     eid = s.graph._g.tensors("cpu", coo=False, out=False)["in_eid"]
-    return _in_edge_order(s.graph, s), w.index_select(0, eid.to(w.device))
+    return _in_edge_order(s.graph, s.num_src, s.num_dst, s.layout), w.index_select(0, eid.to(w.device))
 
 
 def cached_normalisation(layer, edge_index, make):
     """PyG's ``cached=True`` (GCNConv, APPNP): once computed, the normalised graph is kept on
     the layer, one for an ``edge_index`` and one for a sparse adjacency, and reused whatever the
-    next call passes; ``make(cache)`` computes it, with ``cache`` the layer's GraphCache, or a
-    fresh one when the result is kept anyway (so that what it derives on the way, e.g. the graph
-    with self loops and its edge ids, is not kept twice). Without ``cached`` nothing is kept.
+    next call passes; ``make()`` computes it (what it derives on the way, e.g. the graph with self
+    loops, is kept by the graph, ``per_graph``). Without ``cached`` nothing is kept on the layer.
 
     Constant edge weights of a ``VertexNorm`` are kept with the graph in destination order
     (``in_destination_order``; an ``EdgeNorm`` is made in that order, and per-edge weights over
@@ -314,8 +310,8 @@ def cached_normalisation(layer, edge_index, make):
     if not layer.cached or torch.compiler.is_compiling():
         # compiled code cannot keep what tracing made on the layer; the graph keeps it instead
         # (per_graph), and the compiled code holds it as constants
-        return make(layer._graph_cache)
-    s, norm = make(GraphCache(4))
+        return make()
+    s, norm = make()
     if (isinstance(norm, VertexNorm) and norm.w is not None and not norm.w.requires_grad
             and not s.graph.sources_global):
         s, w = in_destination_order(s, norm.w)

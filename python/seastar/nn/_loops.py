@@ -24,7 +24,7 @@ import torch
 from ..derived_graphs import Derivation, register, self_loop_graph
 from ..graph import Graph
 from ._structure import Structure, make_graph
-from ._utils import GraphCache, graph_uid, per_graph
+from ._utils import per_graph
 
 REDUCTIONS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "amax", "min": "amin", "mul": "prod"}
 
@@ -47,7 +47,7 @@ class LoopIds(NamedTuple):
     loop_vertex: torch.Tensor
 
 
-def with_loops(cache: GraphCache, s: Structure, num_loops: int = None) -> LoopGraph:
+def with_loops(s: Structure, num_loops: int = None) -> LoopGraph:
     if torch.compiler.is_compiling() and num_loops is None and not s.padded:
         # a graph that compiled code takes as an input: the loop graph is derived per call by an
         # op (derived_graphs), so the compiled code serves every graph of this kind
@@ -55,18 +55,16 @@ def with_loops(cache: GraphCache, s: Structure, num_loops: int = None) -> LoopGr
                          min(s.num_src, s.num_dst))
     if num_loops is None:
         num_loops = min(s.num_src, s.num_dst)
-    return per_graph(cache, ("with_loops", graph_uid(s.graph), num_loops), s.graph, loop_graph, s.num_src,
-                     s.num_dst, num_loops, s.layout)
+    return per_graph(s.graph, loop_graph, s.num_src, s.num_dst, num_loops, s.layout)
 
 
-def loop_ids(cache: GraphCache, s: Structure, lg: LoopGraph) -> LoopIds:
-    return per_graph(cache, ("loop_ids", graph_uid(s.graph), lg.num_loops), s.graph, _loop_ids, s.num_src,
-                     s.num_dst, lg.num_loops)
+def loop_ids(s: Structure, lg: LoopGraph) -> LoopIds:
+    return per_graph(s.graph, _loop_ids, s.num_src, s.num_dst, lg.num_loops)
 
 
-def self_loops(cache: GraphCache, s: Structure):
-    """The ids of the graph's self loops and their vertices (int64), cached per graph."""
-    return per_graph(cache, ("self_loops", graph_uid(s.graph)), s.graph, _self_loops, s.num_src, s.num_dst)
+def self_loops(s: Structure):
+    """The ids of the graph's self loops and their vertices (int64), kept by the graph."""
+    return per_graph(s.graph, _self_loops, s.num_src, s.num_dst)
 
 
 def _self_loops(graph, num_src: int, num_dst: int):

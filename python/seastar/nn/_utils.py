@@ -1,9 +1,8 @@
-"""Helpers shared by the layers of ``seastar.nn``: PyG-style initialisers, a per-graph cache,
-dropout masks and a dense-or-sparse linear map."""
+"""Helpers shared by the layers of ``seastar.nn``: PyG-style initialisers, values kept by a
+graph, dropout masks and a dense-or-sparse linear map."""
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from typing import Any, Callable, Optional
 
 import torch
@@ -27,12 +26,6 @@ def zeros(t: Optional[torch.Tensor]) -> None:
             t.zero_()
 
 
-def graph_uid(graph: Graph) -> int:
-    """A process-unique id of a graph (never reused, so a new graph never hits a stale entry)."""
-    uid = getattr(graph, "uid", None)
-    return int(uid if uid is not None else graph._g.uid)
-
-
 def check_graph(layer: str, graph, x: Optional[torch.Tensor] = None) -> None:
     if not isinstance(graph, Graph):
         raise TypeError(f"{layer}.forward takes the graph first: forward(graph, x); "
@@ -44,51 +37,13 @@ def check_graph(layer: str, graph, x: Optional[torch.Tensor] = None) -> None:
         raise ValueError(f"{layer}: x has {x.shape[0]} rows but the graph has {graph.num_src} {what}")
 
 
-class GraphCache:
-    """A small LRU map ``graph uid -> value`` kept on a layer (not in its state_dict).
-
-    Entries are derived from the graph alone, so copies and pickles of a layer start empty.
-    """
-
-    def __init__(self, maxsize: int = 8):
-        self.maxsize = maxsize
-        self._d: "OrderedDict[Any, Any]" = OrderedDict()
-
-    def get(self, key, make: Callable[[], Any]):
-        if key in self._d:
-            self._d.move_to_end(key)
-            return self._d[key]
-        value = make()
-        self._d[key] = value
-        while len(self._d) > self.maxsize:
-            self._d.popitem(last=False)
-        return value
-
-    def clear(self) -> None:
-        self._d.clear()
-
-    def __len__(self) -> int:
-        return len(self._d)
-
-    def __deepcopy__(self, memo):
-        return GraphCache(self.maxsize)
-
-    def __getstate__(self):
-        return {"maxsize": self.maxsize}
-
-    def __setstate__(self, state):
-        self.maxsize = state["maxsize"]
-        self._d = OrderedDict()
-
-
-def per_graph(cache: GraphCache, key, graph: Graph, fn: Callable[..., Any], *args):
-    """``fn(graph, *args)``, a value derived from the graph alone (``args``: constants), kept in
-    the layer's ``cache`` under ``key``. Inside torch.compile / torch.export the graph keeps it
-    instead (``torch_ops.derived``): ``fn`` runs at trace time and its tensors become constants
-    of the compiled code."""
-    if torch.compiler.is_compiling():
-        return derived(graph, fn, *args)
-    return cache.get(key, lambda: fn(graph, *args))
+def per_graph(graph: Graph, fn: Callable[..., Any], *args):
+    """``fn(graph, *args)``, a value derived from the graph alone (``args``: hashable constants:
+    sizes, flags, a device's name, a dtype), kept by the graph itself for its lifetime, one entry
+    per function and arguments (``Graph.derive``): every layer shares it, and it goes with the
+    graph. Inside torch.compile / torch.export ``fn`` runs at trace time and its tensors become
+    constants of the compiled code (``graph_ops.derived``)."""
+    return derived(graph, fn, *args)
 
 
 def dropout_mask(shape, p: float, like: torch.Tensor) -> torch.Tensor:

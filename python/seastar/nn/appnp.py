@@ -12,7 +12,7 @@ from ._inputs import edge_weights, resolve
 from ._layer import HomogeneousLayer
 from ._precision import float32_inside
 from ._structure import FLOWS
-from ._utils import GraphCache, dropout_mask
+from ._utils import dropout_mask
 
 
 @program_factory
@@ -103,7 +103,6 @@ class APPNP(HomogeneousLayer):
         appnp_symmetric_step(self.alpha)
         appnp_symmetric_step_loops(self.alpha)
         appnp_step_loops(self.alpha)
-        self._graph_cache = GraphCache(16)
         self._cached_edge_index = None
         self._cached_adj_t = None
 
@@ -129,7 +128,7 @@ class APPNP(HomogeneousLayer):
         if isinstance(w, VertexNorm):
             if not edge_dropout:  # the per-vertex form: d^-1/2 applied once per vertex, no edge weights
                 return call.output(self._propagate_vertex_norm(s, x, w))
-            s, w = explicit_loops(self._graph_cache, s, w)  # dropout needs the loops as edges
+            s, w = explicit_loops(s, w)  # dropout needs the loops as edges
         step = appnp_step(self.alpha)
         g, h0 = s.graph, s.src(x)
         h = h0
@@ -167,13 +166,13 @@ class APPNP(HomogeneousLayer):
             w = edge_weights(s, edge_weight, "APPNP")
             w = x.new_ones(s.num_edges) if w is None else w.to(x.dtype)
             return s, w.unsqueeze(-1)
-        def make(cache):
+        def make():
             s = resolve("APPNP", x, x, edge_index, flow=self.flow)
             # with edge weights the K steps read normalised weights per edge, computed once per call
             # (in destination order, streamed), rather than applying the vertex factors on every
             # step; edge dropout draws a mask per edge of the graph with its loops, in PyG's order
             form = "loops_as_edges" if self.dropout > 0.0 else "edge"
-            return gcn_norm(cache, s, edge_weight, self.add_self_loops, False, x.dtype, x.device, "APPNP", form)
+            return gcn_norm(s, edge_weight, self.add_self_loops, False, x.dtype, x.device, "APPNP", form)
         return cached_normalisation(self, edge_index, make)
 
     def __repr__(self) -> str:

@@ -21,7 +21,7 @@ from ._loops import loop_ids, loop_values, with_loops
 from ._precision import float32_inside
 from ._programs import weighted_sum
 from ._recompute import recomputed_projection
-from ._utils import GraphCache, add_bias, dropout_mask, glorot, zeros
+from ._utils import add_bias, dropout_mask, glorot, zeros
 from .softmax import edge_softmax
 
 log = logging.getLogger("seastar")
@@ -176,7 +176,6 @@ class GATConv(HomogeneousLayer):
             self.bias = nn.Parameter(torch.empty(total_out))
         else:
             self.register_parameter("bias", None)
-        self._graph_cache = GraphCache(8)
         self._warned_edge_attr = False
         self.aggregate_first: Optional[bool] = None  # None: by cost (see _aggregates_first)
         # backward computes x W again rather than keeping it from forward (see _recompute.py)
@@ -286,9 +285,9 @@ class GATConv(HomogeneousLayer):
             if s.layout is not None and (edge_attr is not None or (s.layout == "torch_sparse" and self.edge_dim)):
                 raise NotImplementedError("The usage of 'edge_attr' and 'add_self_loops' simultaneously is currently "
                                           "not yet supported for 'edge_index' in a sparse form")
-            lg = with_loops(self._graph_cache, s)
+            lg = with_loops(s)
             if edge_attr is not None:
-                ids = loop_ids(self._graph_cache, s, lg)
+                ids = loop_ids(s, lg)
                 edge_attr = loop_values(lg, ids, self._edge_attr_2d(edge_attr, s.num_edges), self.fill_value, "replace")
             s = lg.structure
         return s, self._edge_scores(edge_attr, s.num_edges)

@@ -15,7 +15,7 @@ from ._precision import float32_inside
 # examples) imports them from the layer that first defined them
 from ._programs import neighbour_sum, propagate, symmetric_sum, weighted_sum  # noqa: F401
 from ._structure import FLOWS
-from ._utils import GraphCache, add_bias, zeros
+from ._utils import add_bias, zeros
 
 
 def propagate_first(x: torch.Tensor, weight: torch.Tensor, w) -> bool:
@@ -111,7 +111,6 @@ class GCNConv(HomogeneousLayer):
         self.add_self_loops, self.normalize, self.flow = bool(add_self_loops), bool(normalize), flow
         self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer="glorot")
         self.bias = nn.Parameter(torch.empty(out_channels)) if bias else None
-        self._graph_cache = GraphCache(16)
         self._cached_edge_index = None  # PyG's names: the normalised graph kept by cached=True
         self._cached_adj_t = None
         self.reset_parameters()
@@ -166,7 +165,7 @@ class GCNConv(HomogeneousLayer):
                              "normalize=False, or train on NeighborLoader(subgraph=True) batches, where edge weights "
                              "normalise as on any graph")
         else:
-            w = block_norm(self._graph_cache, s, self.add_self_loops, x_src.dtype, x_src.device)
+            w = block_norm(s, self.add_self_loops, x_src.dtype, x_src.device)
         # x_dst is not read: the destinations' rows are the sources' first num_dst (DGL's GraphConv too)
         if propagate_first(x_src, self.lin.weight, w):
             out = self.lin(propagate(s, x_src, w, self.backend))
@@ -175,8 +174,8 @@ class GCNConv(HomogeneousLayer):
         return add_bias(out, self.bias)
 
     def _normalised(self, x, edge_index, edge_weight, h):
-        def make(cache):
+        def make():
             s = resolve("GCNConv", x, x, edge_index, flow=self.flow)
-            return gcn_norm(cache, s, edge_weight, self.add_self_loops, self.improved, h.dtype, h.device)
+            return gcn_norm(s, edge_weight, self.add_self_loops, self.improved, h.dtype, h.device)
         return cached_normalisation(self, edge_index, make)
 

@@ -7,17 +7,16 @@ import torch
 from torch import nn
 
 from ..graph import Graph
-from ._utils import GraphCache, check_graph, graph_uid, per_graph
+from ._utils import check_graph, per_graph
 from .hetero_dict import DICT_AGGRS, check_self_loops, dict_forward, internal_key, is_edge_type
 
 AGGRS = ("sum", "mean", "max", "min", "cat")
 
 
-def relation_subgraph(cache: GraphCache, graph: Graph, relation: int) -> Graph:
+def relation_subgraph(graph: Graph, relation: int) -> Graph:
     """The edges of one relation over all of ``graph``'s vertices (node types kept, no edge types),
     built once per (graph, relation) and cached."""
-    return per_graph(cache, ("relation_subgraph", graph_uid(graph), int(relation)), graph, _relation_subgraph,
-                     int(relation))
+    return per_graph(graph, _relation_subgraph, int(relation))
 
 
 def _relation_subgraph(graph: Graph, relation: int) -> Graph:
@@ -79,7 +78,6 @@ class HeteroConv(nn.Module):
         self.relations: List = [int(r) for r in convs]
         self.convs = nn.ModuleDict({str(r): conv for r, conv in convs.items()})
         self.aggr = aggr
-        self._graph_cache = GraphCache(32)
 
     def reset_parameters(self) -> None:
         for conv in self.convs.values():
@@ -102,7 +100,7 @@ class HeteroConv(nn.Module):
         bad = [r for r in self.relations if r >= graph.num_edge_types]
         if bad:
             raise ValueError(f"HeteroConv: relation(s) {bad} not in the graph ({graph.num_edge_types} edge types)")
-        outs = [self.convs[str(r)](relation_subgraph(self._graph_cache, graph, r), x) for r in self.relations]
+        outs = [self.convs[str(r)](relation_subgraph(graph, r), x) for r in self.relations]
         if len(outs) == 1:
             return outs[0]
         if self.aggr == "cat":

@@ -15,7 +15,7 @@ from ..program import vertex_program
 from ._precision import float32_inside
 from ._programs import hgt_pairs
 from ._structure import typed_square
-from ._utils import GraphCache, check_graph, dense, glorot, graph_uid, per_graph, zeros
+from ._utils import check_graph, dense, glorot, per_graph, zeros
 from .typed_graph import (MODES, cheapest, edge_types, node_type_groups, per_edge_cost, per_pair_cost,
                           per_relation, relation_pairs, typed_linear)
 
@@ -153,7 +153,6 @@ class HGTConv(nn.Module):
         self.v_rel = nn.Parameter(torch.empty(R, H, d, d))
         self.p_rel = nn.Parameter(torch.empty(R, H))
         self.skip = nn.Parameter(torch.empty(T))
-        self._graph_cache = GraphCache(8)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -170,7 +169,7 @@ class HGTConv(nn.Module):
         """The cost of one training step of each path on this graph, by the relational layers'
         cost model (``seastar.nn.typed_graph``); ``x_grad``: whether K and V need gradients."""
         graph = self._square(graph)
-        pairs = relation_pairs(self._graph_cache, graph, self.num_edge_types, "HGTConv")
+        pairs = relation_pairs(graph, self.num_edge_types, "HGTConv")
         H, d = self.heads, self.out_channels // self.heads
         # per edge: k and v through the block-diagonal [H*d, H*d] matrices, 2 (H*d)^2 multiply-adds
         # a pass; the step measures about three times that of R-GCN's per-edge product
@@ -242,8 +241,7 @@ class HGTConv(nn.Module):
         ns, nd = graph.num_src, graph.num_dst
         if graph.has_edge_types:
             return typed_square(graph.edge_index, graph.edge_type, ns, nd, self.num_edge_types, "HGTConv")
-        return per_graph(self._graph_cache, ("square", graph_uid(graph)), graph,
-                         lambda g: Graph.from_edge_index(g.edge_index, num_nodes=max(ns, nd)))
+        return per_graph(graph, _square, max(ns, nd))
 
     def _layer(self, graph: Graph, x_src: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor:
         """The layer on ``graph`` (square or bipartite): K and V of the sources, Q, the output and
@@ -251,7 +249,7 @@ class HGTConv(nn.Module):
         T, H, C = self.num_node_types, self.heads, self.out_channels
         d = C // H
         edge_types(graph, self.num_edge_types, "HGTConv")  # validates the graph's relations
-        src_groups = node_type_groups(self._graph_cache, graph, T, "HGTConv", "src")
+        src_groups = node_type_groups(graph, T, "HGTConv", "src")
         if not graph.is_bipartite:  # one GEMM per type for K, Q and V together
             kqv = typed_linear(x_src, src_groups, torch.cat([self.k_weight, self.q_weight, self.v_weight], -1),
                                torch.cat([self.k_bias, self.q_bias, self.v_bias], -1))
@@ -261,7 +259,7 @@ class HGTConv(nn.Module):
             kv = typed_linear(x_src, src_groups, torch.cat([self.k_weight, self.v_weight], -1),
                               torch.cat([self.k_bias, self.v_bias], -1))
             k, val = kv.split(C, dim=-1)  # [num_src, C]
-            dst_groups = node_type_groups(self._graph_cache, graph, T, "HGTConv", "dst")
+            dst_groups = node_type_groups(graph, T, "HGTConv", "dst")
             q = typed_linear(x_dst, dst_groups, self.q_weight, self.q_bias)  # [num_dst, C]
         nd = x_dst.shape[0]
         square = self._square(graph)
@@ -278,7 +276,7 @@ class HGTConv(nn.Module):
             agg = hgt_typed(square, backend=self.backend, k=k, q=q, val=val, Watt=block_diagonal(k_rel),
                             Wmsg=block_diagonal(v_rel), mu=mu, S=S, ST=ST)
         else:
-            pairs = relation_pairs(self._graph_cache, square, self.num_edge_types, "HGTConv")
+            pairs = relation_pairs(square, self.num_edge_types, "HGTConv")
             m = pairs.graph.num_nodes
             kp = per_relation(k.view(n, H, d), pairs,
                               lambda ks, r: torch.einsum("nhd,hde->nhe", ks, k_rel[r]) * mu[r].unsqueeze(-1), m)
@@ -297,3 +295,8 @@ class HGTConv(nn.Module):
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
                 f"num_node_types={self.num_node_types}, num_edge_types={self.num_edge_types}, heads={self.heads})")
+
+
+def _square(graph: Graph, num_nodes: int) -> Graph:
+    """An untyped block as the square graph of ``num_nodes`` vertices (its sources and destinations)."""
+    return Graph.from_edge_index(graph.edge_index, num_nodes=num_nodes)

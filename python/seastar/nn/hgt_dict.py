@@ -32,7 +32,6 @@ from ._precision import float32_inside
 from ._programs import hgt_pairs
 from ._structure import check_edge_index, from_sparse, is_sparse_tensor_like, is_torch_sparse
 from ._tensor_cache import GRAPHS
-from ._utils import GraphCache
 from .hgt_conv import HGTConv, is_metadata
 from .typed_graph import per_relation, relation_pairs
 
@@ -93,7 +92,6 @@ class HGTDictConv(HGTConv, metadata_form=True):
         self.v_rel = TypedWeight(d, d, heads * len(edge_types))
         self.skip = nn.ParameterDict({t: nn.Parameter(torch.empty(1)) for t in node_types})
         self.p_rel = nn.ParameterDict({"__".join(t): nn.Parameter(torch.empty(1, heads)) for t in edge_types})
-        self._graph_cache = GraphCache(8)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -120,7 +118,7 @@ class HGTDictConv(HGTConv, metadata_form=True):
         k_rel = self.k_rel.weight.view(H, R, D, D)
         v_rel = self.v_rel.weight.view(H, R, D, D)
         mu = torch.stack([self.p_rel["__".join(t)].view(H) for t in self.edge_types]) / math.sqrt(D)  # [R, H]
-        pairs = relation_pairs(self._graph_cache, graph, R, "HGTConv")
+        pairs = relation_pairs(graph, R, "HGTConv")
         m = pairs.graph.num_nodes
         kp = per_relation(k, pairs, lambda ks, r: torch.einsum("nhd,hde->nhe", ks, k_rel[:, r]) * mu[r].unsqueeze(-1),
                           m)

@@ -18,7 +18,7 @@ from ._precision import float32_inside
 from ._programs import neighbour_sum, weighted_sum
 from ._structure import pad_rows
 from ._typed_inputs import typed_call
-from ._utils import GraphCache, dense, glorot, graph_uid, per_graph, zeros
+from ._utils import dense, glorot, per_graph, zeros
 from .rgcn_runs import build_run_plan, count_runs, device_plan, per_run_conv
 from .typed_graph import (MATVEC_COST, MODES, PAIR_MARGIN, ROW_COST, cheapest, csc_ordered,  # noqa: F401
                           edge_types, per_edge_cost, per_pair_cost, per_relation, relation_norm, relation_pairs)
@@ -57,6 +57,21 @@ def rgcn_basis_sum(v, comp):
 def _num_runs(graph: Graph, num_relations: int) -> int:
     src, dst = graph.edge_index.long()
     return count_runs(dst, edge_types(graph, num_relations, "RGCNConv"), graph.num_nodes)
+
+
+def _run_plan(graph: Graph, direction: str, num_relations: int):
+    """The (destination, relation) runs of ``graph`` ("forward") or its (source, relation) runs."""
+    src, dst = graph.edge_index.long()
+    t = edge_types(graph, num_relations, "RGCNConv")
+    a, b = (src, dst) if direction == "forward" else (dst, src)
+    return build_run_plan(a, b, t, graph.num_nodes)
+
+
+def _device_run_plan(graph: Graph, direction: str, num_relations: int, device: str, dtype):
+    """A run plan's per-chunk tensors on ``device``: the run vertices, and with ``dtype`` (mean
+    aggregation) each chunk's edge weights, the graph's relation norms."""
+    norm = None if dtype is None else relation_norm(graph, num_relations, device, dtype)
+    return device_plan(per_graph(graph, _run_plan, direction, num_relations), norm, device)
 
 
 COMPILED_PER_RUN = ("RGCNConv: mode='per_run' does not run inside torch.compile / torch.export (its autograd over "
@@ -188,7 +203,6 @@ class RGCNConv(nn.Module):
             self.register_parameter("comp", None)
         self.root = nn.Parameter(torch.empty(in_r, out_channels)) if root_weight else None
         self.bias = nn.Parameter(torch.empty(out_channels)) if bias else None
-        self._graph_cache = GraphCache(32)  # ~10 entries per graph (norms, plans, pair and run counts)
         self.last_mode: Optional[str] = None
         self.reset_parameters()
 
@@ -215,7 +229,7 @@ class RGCNConv(nn.Module):
         of ``mode="auto"`` (see the class docstring)."""
         fin, fout, ff = self.in_channels_l, self.out_channels, self.in_channels_l * self.out_channels
         e, n = graph.num_edges, graph.num_nodes
-        p = relation_pairs(self._graph_cache, graph, self.num_relations).num_pairs
+        p = relation_pairs(graph, self.num_relations).num_pairs
         q = self._num_runs(graph)
         rows = fin + fout
         # per_run: forward runs Q; backward either the reversed runs P (for x, and W from them)
@@ -250,24 +264,17 @@ class RGCNConv(nn.Module):
         return cheapest(self.mode_costs(graph, x_grad))
 
     def _num_runs(self, graph: Graph) -> int:
-        return per_graph(self._graph_cache, ("num_runs", graph_uid(graph)), graph, _num_runs, self.num_relations)
+        return per_graph(graph, _num_runs, self.num_relations)
 
     def _run_plans(self, graph: Graph, norm: Optional[torch.Tensor], device):
         """The forward (destination, relation) run plan with its per-chunk tensors on ``device``, and
-        a function giving the reversed (source, relation) plan, built on first use; all cached per
+        a function giving the reversed (source, relation) plan, built on first use; all kept by the
         graph (device tensors per device and dtype)."""
-        uid = graph_uid(graph)
-        dkey = (str(device), None if norm is None else norm.dtype)
+        dtype = None if norm is None else norm.dtype
 
         def plan(direction: str):
-            def make():
-                src, dst = graph.edge_index.long()
-                t = edge_types(graph, self.num_relations, "RGCNConv")
-                a, b = (src, dst) if direction == "forward" else (dst, src)
-                return build_run_plan(a, b, t, graph.num_nodes)
-            p = self._graph_cache.get(("run_plan", direction, uid), make)
-            return p, self._graph_cache.get(("run_plan_device", direction, uid) + dkey,
-                                            lambda: device_plan(p, norm, device))
+            return (per_graph(graph, _run_plan, direction, self.num_relations),
+                    per_graph(graph, _device_run_plan, direction, self.num_relations, str(device), dtype))
 
         return plan("forward") + (lambda: plan("reversed"),)
 
@@ -304,10 +311,10 @@ class RGCNConv(nn.Module):
         mode = self.choose_mode(graph, x.requires_grad)
         self.last_mode = mode  # the path the last call took (reported by the examples and benchmarks)
         if mode in ("per_edge", "per_basis"):  # destination-parallel typed programs: stream edge data
-            graph = csc_ordered(self._graph_cache, graph, self.num_relations)
+            graph = csc_ordered(graph, self.num_relations)
         norm = None
         if self.aggr == "mean":
-            norm = relation_norm(self._graph_cache, graph, self.num_relations, x.device, x.dtype)
+            norm = relation_norm(graph, self.num_relations, x.device, x.dtype)
         if mode == "per_basis":
             return self._basis_forward(graph, x, norm)
         return self._relation_forward(graph, x, norm, mode)
@@ -320,10 +327,10 @@ class RGCNConv(nn.Module):
         if graph.num_edges == 0:
             return torch.zeros(graph.num_nodes, self.out_channels, dtype=dtype, device=idx.device)
         W = self.relation_weights().to(dtype)
-        pairs = relation_pairs(self._graph_cache, graph, self.num_relations)
+        pairs = relation_pairs(graph, self.num_relations)
         h = per_relation(idx, pairs, lambda rows, r: W[r][rows], rows=pairs.graph.num_nodes)
         if self.aggr == "mean":
-            norm = relation_norm(self._graph_cache, graph, self.num_relations, h.device, h.dtype)
+            norm = relation_norm(graph, self.num_relations, h.device, h.dtype)
             out = weighted_sum(pairs.graph, backend=self.backend, h=h, w=norm)
         else:
             out = neighbour_sum(pairs.graph, backend=self.backend, h=h)
@@ -341,7 +348,7 @@ class RGCNConv(nn.Module):
         if mode == "per_run":
             fwd, dfwd, reversed_plans = self._run_plans(graph, norm, x.device)
             return per_run_conv(x, W, fwd, dfwd, reversed_plans, backend=self.backend)
-        pairs = relation_pairs(self._graph_cache, graph, self.num_relations)
+        pairs = relation_pairs(graph, self.num_relations)
         h = per_relation(x, pairs, lambda xs, r: xs @ W[r], rows=pairs.graph.num_nodes)
         if norm is None:
             out = neighbour_sum(pairs.graph, backend=self.backend, h=h)

@@ -16,7 +16,7 @@ import torch
 from ..derived_graphs import destination_ordered as derived_order
 from ..graph import Graph, tensor_of
 from ..reorder import destination_ordered
-from ._utils import GraphCache, graph_uid, per_graph
+from ._utils import per_graph
 
 MODES = ("auto", "per_edge", "per_pair")  # the paths of both relational layers (RGCNConv adds its own)
 
@@ -74,7 +74,7 @@ def edge_types(graph: Graph, num_relations: int, layer: str) -> torch.Tensor:
     return tensor_of(graph, "edge_type").long()
 
 
-def csc_ordered(cache: GraphCache, graph: Graph, num_relations: int, layer: str = "RGCNConv") -> Graph:
+def csc_ordered(graph: Graph, num_relations: int, layer: str = "RGCNConv") -> Graph:
     """``graph`` with its edges renumbered in (destination, relation) order, cached per graph.
 
     The same vertices, edges and types; only edge ids change, so that edge ``j`` of the
@@ -88,7 +88,7 @@ def csc_ordered(cache: GraphCache, graph: Graph, num_relations: int, layer: str 
             return graph
         edge_types(graph, num_relations, layer)
         return derived_order(graph)
-    return per_graph(cache, ("csc_ordered", graph_uid(graph)), graph, _csc_ordered, num_relations, layer)
+    return per_graph(graph, _csc_ordered, num_relations, layer)
 
 
 def _csc_ordered(graph: Graph, num_relations: int, layer: str) -> Graph:
@@ -98,14 +98,13 @@ def _csc_ordered(graph: Graph, num_relations: int, layer: str) -> Graph:
     return destination_ordered(graph)  # the in-edge index is by destination, then type
 
 
-def relation_norm(cache: GraphCache, graph: Graph, num_relations: int, device, dtype,
+def relation_norm(graph: Graph, num_relations: int, device, dtype,
                   layer: str = "RGCNConv") -> torch.Tensor:
     """``norm[e] = 1 / |N_r(i)|`` [E, 1]: one over the number of in-edges of ``e``'s destination
     ``i`` with ``e``'s relation ``r`` (multi-edges count, as in PyG), cached per graph."""
     if torch.compiler.is_compiling():  # traced on the graph's tensors: no constant of one graph's values
         return _relation_norm(graph, num_relations, str(device), dtype, layer)
-    return per_graph(cache, ("relation_norm", graph_uid(graph), str(device), dtype), graph, _relation_norm,
-                     num_relations, str(device), dtype, layer)
+    return per_graph(graph, _relation_norm, num_relations, str(device), dtype, layer)
 
 
 def _relation_norm(graph: Graph, num_relations: int, device: str, dtype, layer: str) -> torch.Tensor:
@@ -137,8 +136,8 @@ class RelationPairs(NamedTuple):
     num_edges: int
 
 
-def relation_pairs(cache: GraphCache, graph: Graph, num_relations: int, layer: str = "RGCNConv") -> RelationPairs:
-    return per_graph(cache, ("relation_pairs", graph_uid(graph)), graph, _relation_pairs, num_relations, layer)
+def relation_pairs(graph: Graph, num_relations: int, layer: str = "RGCNConv") -> RelationPairs:
+    return per_graph(graph, _relation_pairs, num_relations, layer)
 
 
 def _relation_pairs(graph: Graph, num_relations: int, layer: str) -> RelationPairs:
@@ -178,12 +177,11 @@ class NodeTypeGroups(NamedTuple):
     counts: List[int]
 
 
-def node_type_groups(cache: GraphCache, graph: Graph, num_node_types: int, layer: str,
+def node_type_groups(graph: Graph, num_node_types: int, layer: str,
                      side: str = "src") -> NodeTypeGroups:
     """The graph's vertices grouped by node type: a square graph's vertices, a bipartite graph's
     sources (``side="src"``) or destinations (``side="dst"``, the first ``num_dst`` sources)."""
-    return per_graph(cache, ("node_type_groups", side, graph_uid(graph)), graph, _node_type_groups, num_node_types,
-                     layer, side)
+    return per_graph(graph, _node_type_groups, num_node_types, layer, side)
 
 
 def _node_type_groups(graph: Graph, num_node_types: int, layer: str, side: str) -> NodeTypeGroups:
