@@ -8,6 +8,8 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <string>
 #include <vector>
@@ -231,6 +233,32 @@ TEST(Layers, DerivedValuesAreKeptByTheGraphAndSharedByItsCopies) {
     return Norm(g, torch::Tensor());
   });
   EXPECT_FALSE(remade);
+}
+
+std::string golden(const std::string& name) {
+  const std::string path = std::string(SEASTAR_GOLDEN_DIR) + "/" + name;
+  std::ifstream in(path);
+  if (!in) ADD_FAILURE() << "cannot read " << path;
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+TEST(Layers, ProgramsPrintAsSeastarNnPrograms) {
+  // the C++ layers write their programs in C++; tests/python/test_golden_ir.py writes these files
+  // from seastar.nn's (the same shapes: 5 vertices, these 5 edges, F = 3, 2 heads)
+  Graph g = Graph::from_edge_index(torch::tensor({0, 1, 2, 3, 1, 1, 2, 3, 0, 1}, torch::kLong).view({2, 5}), 5);
+  const int64_t n = 5, e = 5, f = 3, heads = 2;
+  const Program::Tensors gat{{"h", torch::zeros({n, heads, f})}, {"el", torch::zeros({n, heads, 1})},
+                             {"er", torch::zeros({n, heads, 1})}};
+  Program::Tensors gat_dropout = gat;
+  gat_dropout.emplace("m", torch::zeros({e, heads, 1}));
+  EXPECT_EQ(ir::print(nn::neighbour_sum_program().trace(g, {{"h", torch::zeros({n, f})}})),
+            golden("nn_neighbour_sum.gir"));
+  EXPECT_EQ(ir::print(nn::weighted_sum_program().trace(g, {{"h", torch::zeros({n, f})}, {"w", torch::zeros({e, 1})}})),
+            golden("nn_gcn_weighted_sum.gir"));
+  EXPECT_EQ(ir::print(nn::gat_program(0.2, false).trace(g, gat)), golden("nn_gat.gir"));
+  EXPECT_EQ(ir::print(nn::gat_program(0.2, true).trace(g, gat_dropout)), golden("nn_gat_dropout.gir"));
 }
 
 TEST(Layers, GATConvMatchesPlainTorch) {

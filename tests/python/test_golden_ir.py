@@ -101,3 +101,30 @@ def test_gat_backward_traversals():
     assert (grads["er"]["op"], grads["er"]["group"]) == ("agg_sum", "dst")
     ops = [v["op"] for v in values]
     assert ops.count("grad_output") == 1 and ops.count("softmax") == 1
+
+
+# ---- the seastar.nn programs the C++ layers (api/nn.cpp) run too ------------------------------
+# The C++ layers write their programs in C++ (a lambda cannot run Python's and a C++ program must
+# not need an interpreter); these files pin both to one text: tests/cpp/test_program.cpp traces
+# api/nn.cpp's programs with the same shapes (5 vertices, the edges of _untyped_graph, F = 3,
+# HEADS = 2) and compares them with the same files.
+def _untyped_graph() -> "ss.Graph":
+    return ss.Graph.from_edge_index(torch.tensor([[0, 1, 2, 3, 1], [1, 2, 3, 0, 1]]), num_nodes=5)
+
+
+def _nn_programs():
+    from seastar.nn._programs import neighbour_sum, weighted_sum
+    from seastar.nn.gat_conv import gat_program
+    n, e, f, heads = 5, 5, 3, 2
+    gat = {"h": (n, heads, f), "el": (n, heads, 1), "er": (n, heads, 1)}
+    return {"nn_neighbour_sum": (neighbour_sum, {"h": (n, f)}),
+            "nn_gcn_weighted_sum": (weighted_sum, {"h": (n, f), "w": (e, 1)}),
+            "nn_gat": (gat_program(0.2, False), gat),
+            "nn_gat_dropout": (gat_program(0.2, True), dict(gat, m=(e, heads, 1)))}
+
+
+@pytest.mark.parametrize("name", ["nn_neighbour_sum", "nn_gcn_weighted_sum", "nn_gat", "nn_gat_dropout"])
+def test_the_programs_the_cpp_layers_share(name):
+    program, shapes = _nn_programs()[name]
+    tensors = {k: torch.zeros(s) for k, s in shapes.items()}
+    _compare(f"{name}.gir", str(program.trace(_untyped_graph(), **tensors)))
