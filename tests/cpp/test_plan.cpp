@@ -1,5 +1,7 @@
 /** \file codegen::plan on small programs: the kernels it forms (kind, centre, the reductions
- * of each pass, epilogues) and the buffers it asks for, step by step as plan.cpp runs them. */
+ * of each pass, epilogues) and the buffers it asks for. Each test suite is named for the step of
+ * plan.cpp whose decision it checks: LowerSoftmax (lower_softmax.cpp), Fuse (fuse.cpp),
+ * PlaceOutputs (place_outputs.cpp); Materialize is test_materialize.cpp. */
 #include <gtest/gtest.h>
 
 #include <string>
@@ -43,7 +45,7 @@ int buffers_of(const codegen::FusedPlan& p, codegen::Buffer::Role role) {
 
 }  // namespace
 
-TEST(Plan, AWeightedSumIsOneTraversal) {
+TEST(Fuse, AWeightedSumIsOneTraversal) {
   Builder b({{"h", {10, 4}}, {"w", {30, 1}}}, {});
   Vertex v(&b);
   Edge e = v.in_edges().edge();
@@ -53,7 +55,7 @@ TEST(Plan, AWeightedSumIsOneTraversal) {
   EXPECT_EQ(buffers_of(p, codegen::Buffer::Role::Output), 1);
 }
 
-TEST(Plan, AttentionIsOneOnlinePass) {
+TEST(LowerSoftmax, AttentionIsOneOnlinePass) {
   // softmax feeding only a weighted sum: lower_softmax makes one agg_softmax_sum
   Builder b({{"el", {10, 2, 1}}, {"er", {10, 2, 1}}, {"h", {10, 2, 4}}}, {});
   Vertex v(&b);
@@ -63,7 +65,7 @@ TEST(Plan, AttentionIsOneOnlinePass) {
   EXPECT_EQ(describe(p), "T.dst[agg_softmax_sum@0]");
 }
 
-TEST(Plan, ASoftmaxThatIsAlsoAnOutputTakesThreePasses) {
+TEST(LowerSoftmax, ASoftmaxThatIsAlsoAnOutputTakesThreePasses) {
   Builder b({{"s", {30, 1}}}, {});
   Vertex v(&b);
   Edge e = v.in_edges().edge();
@@ -74,7 +76,7 @@ TEST(Plan, ASoftmaxThatIsAlsoAnOutputTakesThreePasses) {
   EXPECT_EQ(describe(p), "T.dst[agg_max@0 agg_sum@1 agg_sum@2]; E[div]");
 }
 
-TEST(Plan, AnAggregationReadAtTheNeighbourNeedsASecondTraversal) {
+TEST(Fuse, AnAggregationReadAtTheNeighbourNeedsASecondTraversal) {
   // a sum read at the source of another edge is complete only after every centre's traversal
   Builder b({{"h", {10, 4}}}, {});
   Vertex v(&b);
@@ -86,7 +88,7 @@ TEST(Plan, AnAggregationReadAtTheNeighbourNeedsASecondTraversal) {
   EXPECT_EQ(buffers_of(p, codegen::Buffer::Role::Intermediate), 1);  // the inner sum, read back
 }
 
-TEST(Plan, ACentreFactorAfterTheSumIsTheTraversalsEpilogue) {
+TEST(PlaceOutputs, ACentreFactorAfterTheSumIsTheTraversalsEpilogue) {
   // d * sum(h[src] * w): the output reads only the centre's d and the sum, so the traversal
   // computes it per centre after its pass instead of a separate vertex map
   Builder b({{"h", {10, 4}}, {"w", {30, 1}}, {"d", {10, 1}}}, {});
@@ -96,7 +98,7 @@ TEST(Plan, ACentreFactorAfterTheSumIsTheTraversalsEpilogue) {
   EXPECT_EQ(describe(p), "T.dst[agg_sum@0 | epi 1]");
 }
 
-TEST(Plan, TheGradientOfASourceReadIsAnOutEdgeTraversal) {
+TEST(Fuse, TheGradientOfASourceReadIsAnOutEdgeTraversal) {
   Builder b({{"h", {10, 4}}, {"w", {30, 1}}}, {});
   Vertex v(&b);
   Edge e = v.in_edges().edge();
