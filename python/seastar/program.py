@@ -49,6 +49,10 @@ class VertexProgram:
         self.backend = backend
         # the trace cache, the call checks and the kernels: the orchestrator C++ programs use too
         self._core = _C.ProgramCore(self.name)
+        # where another process finds this program again (an exported program names it so):
+        # (module, qualified name) of a module-level program; a factory's adds its arguments
+        qualname = getattr(fn, "__qualname__", "")
+        self.address = None if "<locals>" in qualname or not qualname else (fn.__module__, qualname)
         self.uid = next(_program_uids)
         torch_ops.PROGRAMS[self.uid] = self  # compiled code names a program by its uid
 
@@ -153,6 +157,8 @@ def program_factory(fn):
         prog = built.get(args)
         if prog is None:
             prog = built[args] = fn(*args)
+            if "<locals>" not in fn.__qualname__ and all(isinstance(a, (bool, int, float, str)) for a in args):
+                prog.address = (fn.__module__, fn.__qualname__, list(args))
         return prog
 
     functools.update_wrapper(get, fn)

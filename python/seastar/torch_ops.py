@@ -20,7 +20,9 @@ Both name the kernels ``seastar::<program>.forward`` / ``.backward`` in the prof
 """
 from __future__ import annotations
 
+import importlib
 import itertools
+import json
 import threading
 import weakref
 from typing import Any, Dict, List, NamedTuple, Tuple
@@ -54,8 +56,10 @@ class Signature(NamedTuple):
     wrt_index: Tuple[int, ...]  # positions in compiled.names of lowered.wrt
 
 
-_SIGNATURES: List[Signature] = []
-_SIGNATURE_IDS: Dict[Tuple, int] = {}
+# key -> signature. A key names the program by its address (``VertexProgram.address``) and holds
+# what the signature is traced for, so a process that loads an exported program makes the same
+# signature again from the key alone (``_signature_of``).
+_SIGNATURES: Dict[str, Signature] = {}
 
 
 class TensorMeta:
@@ -105,9 +109,9 @@ def model_graph(kind: GraphKind) -> Graph:
     return g
 
 
-def program_signature(kind: GraphKind, program_uid: int, metas: Tuple, backend: str) -> Tuple[int, Tuple[str, ...]]:
+def program_signature(kind: GraphKind, program_uid: int, metas: Tuple, backend: str) -> Tuple[str, Tuple[str, ...]]:
     """Traces and lowers the program for these tensors as an eager call would, on the kind's
-    model graph, checks the inputs, and returns ``(signature id, bound names)`` for the compiled
+    model graph, checks the inputs, and returns ``(signature key, bound names)`` for the compiled
     code. ``metas``: (name, role, shape without rows, dtype, device, requires_grad) per tensor,
     role "src", "dst" or "src|dst" (a vertex tensor's rows; both when the graph has as many of
     each), "edge", or "param" (shape in full)."""
@@ -132,13 +136,51 @@ def program_signature(kind: GraphKind, program_uid: int, metas: Tuple, backend: 
                     raise
         use_fused = runs_fused(compiled, why, backend)
         names = tuple(compiled.names)
-        key = (id(compiled), use_fused)
-        sid = _SIGNATURE_IDS.get(key)
-        if sid is None:
+        key = _signature_key(program, kind, metas, backend)
+        if key not in _SIGNATURES:
             wrt_index = tuple(names.index(w) for w in compiled.lowered.wrt)
-            _SIGNATURES.append(Signature(program, compiled, use_fused, _output_spaces(compiled.lowered), wrt_index))
-            sid = _SIGNATURE_IDS[key] = len(_SIGNATURES) - 1
-    return sid, names
+            _SIGNATURES[key] = Signature(program, compiled, use_fused, _output_spaces(compiled.lowered), wrt_index)
+    return key, names
+
+
+def _signature_key(program, kind: GraphKind, metas: Tuple, backend: str) -> str:
+    """What a signature is made from, as text: the program's address (its uid when it has none:
+    then only this process can run the compiled code), the graph's kind, the tensors' metas and
+    the backend asked for."""
+    where = {"address": program.address} if program.address is not None else {"uid": program.uid}
+    return json.dumps(dict(where, kind=kind.ints(), metas=metas, backend=backend), sort_keys=True)
+
+
+def _signature_of(key: str) -> Signature:
+    """The signature of a key, made again when this process has not made it: compiled code saved
+    by another process (torch.export.save) names its programs by address."""
+    sig = _SIGNATURES.get(key)
+    if sig is not None:
+        return sig
+    spec = json.loads(key)
+    if "address" not in spec:
+        raise RuntimeError("seastar: compiled code refers to a vertex program defined inside a function (no module-level "
+                           "name), which only the process that compiled it holds; define the program at module level "
+                           "(or build it with a @program_factory there) to load the code in another process")
+    program = _program_at(spec["address"])
+    metas = tuple((n, role, tuple(shape), dtype, device, rg) for n, role, shape, dtype, device, rg in spec["metas"])
+    made, _ = program_signature(GraphKind.of_ints(spec["kind"]), program.uid, metas, spec["backend"])
+    return _SIGNATURES[made]
+
+
+def _program_at(address) -> Any:
+    module, qualname = address[0], address[1]
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise RuntimeError(f"seastar: compiled code refers to the vertex program {module}.{qualname}, which "
+                               f"{module} does not define")
+    program = obj(*address[2]) if len(address) > 2 else obj
+    if list(getattr(program, "address", None) or ()) != list(address):
+        raise RuntimeError(f"seastar: compiled code refers to the vertex program {module}.{qualname}, but that name "
+                           f"holds {type(program).__name__} in this process")
+    return program
 
 
 @torch._dynamo.assume_constant_result
@@ -203,9 +245,9 @@ def _named(sig: Signature, tensors) -> Dict[str, torch.Tensor]:
 
 
 @torch.library.custom_op("seastar::vertex_program", mutates_args=())
-def vertex_program(signature: int, graph: List[torch.Tensor], kind: List[int],
+def vertex_program(signature: str, graph: List[torch.Tensor], kind: List[int],
                    tensors: List[torch.Tensor]) -> List[torch.Tensor]:
-    sig = _SIGNATURES[signature]
+    sig = _signature_of(signature)
     g = graph_inputs.resolve(graph, kind)
     name = sig.compiled.lowered.name
     with torch.profiler.record_function(f"seastar::{name}.forward"):
@@ -224,16 +266,16 @@ def vertex_program(signature: int, graph: List[torch.Tensor], kind: List[int],
 
 @vertex_program.register_fake
 def _vertex_program_fake(signature, graph, kind, tensors):
-    sig = _SIGNATURES[signature]
+    sig = _signature_of(signature)
     floats = [t for t in tensors if t.is_floating_point()]
     like = floats[0] if floats else tensors[0]
     return [like.new_empty(s) for s in _output_shapes(sig, graph[2].shape[0], graph[3].shape[0])]
 
 
 @torch.library.custom_op("seastar::vertex_program_backward", mutates_args=())
-def vertex_program_backward(signature: int, graph: List[torch.Tensor], kind: List[int], tensors: List[torch.Tensor],
+def vertex_program_backward(signature: str, graph: List[torch.Tensor], kind: List[int], tensors: List[torch.Tensor],
                             grad_outputs: List[torch.Tensor]) -> List[torch.Tensor]:
-    sig = _SIGNATURES[signature]
+    sig = _signature_of(signature)
     g = graph_inputs.resolve(graph, kind)
     name = sig.compiled.lowered.name
     with torch.profiler.record_function(f"seastar::{name}.backward"):
@@ -253,7 +295,7 @@ def vertex_program_backward(signature: int, graph: List[torch.Tensor], kind: Lis
 
 @vertex_program_backward.register_fake
 def _vertex_program_backward_fake(signature, graph, kind, tensors, grad_outputs):
-    sig = _SIGNATURES[signature]
+    sig = _signature_of(signature)
     return [torch.empty_like(tensors[i], memory_format=torch.contiguous_format) for i in sig.wrt_index]
 
 
@@ -264,7 +306,7 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, grad_outputs):
-    sig = _SIGNATURES[ctx.signature]
+    sig = _signature_of(ctx.signature)
     saved = list(ctx.saved_tensors)
     graph, tensors = saved[:ctx.num_graph], saved[ctx.num_graph:]
     grads = [None] * len(tensors)

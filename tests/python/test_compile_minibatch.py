@@ -14,6 +14,11 @@ batch of one seed would be a size torch specialises, and compile again).
 from __future__ import annotations
 
 import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -182,3 +187,51 @@ def test_export_with_the_graph_as_an_argument_saves_loads_and_runs_new_blocks():
             torch.testing.assert_close(program.module()(*blocks, batch.x), want, **TOL)
             torch.testing.assert_close(loaded.module()(*blocks, batch.x), want, **TOL)
     assert len(sizes) > 1
+
+
+LOAD_AND_RUN = """
+import sys, torch
+import seastar  # registers the ops, the graph's flattening and the programs' modules
+program = torch.export.load(sys.argv[1])
+cases = torch.load(sys.argv[2], weights_only=False)
+for blocks, x, want in cases:
+    with torch.no_grad():
+        got = program.module()(*blocks, x)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+print("ran", len(cases), "blocks")
+"""
+
+
+def test_an_exported_program_runs_in_another_process(tmp_path):
+    """torch.export.save here, torch.export.load and new blocks in a fresh process: the program
+    names its vertex programs by module and name, and the other process makes their signatures
+    again from that (the eager results, computed here, travel with the blocks)."""
+    graph, x, y = _data()
+    torch.manual_seed(0)
+    model = SageGat().to(DT).eval()
+    batches = iter(NeighborLoader((graph, x, y), [4, 3], batch_size=BATCH, prefetch=0, seed=3))
+    first = next(batches)
+    b0, b1 = first.blocks
+    with torch.no_grad():
+        program = torch.export.export(model, (b0, b1, first.x),
+                                      dynamic_shapes=(b0.dynamic_shapes(), b1.dynamic_shapes(), {0: torch.export.Dim.AUTO}))
+        cases = [(list(b.blocks), b.x, model(*b.blocks, b.x)) for b, _ in zip(batches, range(3))]
+    assert len({tuple(b.num_edges for b in c[0]) for c in cases}) > 1  # blocks of other sizes than the export's
+    torch.export.save(program, tmp_path / "program.pt2")
+    torch.save(cases, tmp_path / "cases.pt")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(ss.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", LOAD_AND_RUN, str(tmp_path / "program.pt2"), str(tmp_path / "cases.pt")],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "ran 3 blocks" in r.stdout
+
+
+def test_a_program_without_a_module_level_name_is_refused_in_another_process():
+    from seastar import torch_ops
+    key = json.dumps({"uid": 10 ** 9, "kind": [0, 0, 0, 0, 0], "metas": [], "backend": "auto"})
+    with pytest.raises(RuntimeError, match="defined inside a function"):
+        torch_ops._signature_of(key)
+    key = json.dumps({"address": ["seastar.nn._programs", "no_such_program"], "kind": [0, 0, 0, 0, 0], "metas": [],
+                      "backend": "auto"})
+    with pytest.raises(RuntimeError, match="does not define"):
+        torch_ops._signature_of(key)
