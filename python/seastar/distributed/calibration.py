@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import statistics
 import tempfile
 import time
 from typing import Optional
@@ -47,6 +48,18 @@ def _best(fn, reps: int = 3) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def _typical(fn, reps: int = 9) -> float:
+    """The median of ``reps`` timed runs after a warm one: what a step takes in a run, where other
+    work on the machine comes and goes (``_best`` is the machine's rate, undisturbed)."""
+    fn()  # warm: compile, allocate
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def _graph(n: int, e: int):
