@@ -28,7 +28,7 @@ Every layer runs on it unchanged, on all its vertices, and the seeds' outputs ar
 
 With full fanouts (-1) a K-layer model's outputs at the seeds equal the whole graph's when the
 subgraph holds enough hops: K for layers whose output at a vertex reads only its in-edges
-(SAGEConv, GINConv, GATConv, RGCNConv, HGTConv), K + 1 for GCNConv and APPNP (K steps), whose
+(SAGEConv, GINConv, GraphConv, GATConv, RGCNConv, HGTConv), K + 1 for GCNConv and APPNP (K steps), whose
 normalisation at a vertex also reads its in-neighbours' degrees, and a vertex's degree in the
 subgraph is its whole degree only if its in-edges were sampled (the outermost hop's vertices
 have none).
