@@ -9,7 +9,7 @@ more repeated (source, relation) pairs), one training step (forward + backward) 
 per path (per_edge, per_pair, per_run) and of HGTConv (4 heads; per_edge, per_pair), with and
 without a gradient for ``x``. The paths of one configuration run in one process, interleaved
 over two rounds (best of two steps each), since what is compared is their order. Each row
-gives the path ``mode="auto"`` chooses (``seastar.nn.typed_graph``'s cost model) and its
+gives the path ``mode="auto"`` chooses (``seastar.nn.relations``'s cost model) and its
 regret: the chosen path's time over the fastest's. The cost model's weights are fitted to these
 rows.
 """
@@ -53,7 +53,7 @@ def step_time(layer, graph, x, reps: int = 2) -> float:
 def measure(n: int, e: int, width: int, x_grad: bool) -> dict:
     import torch
     import seastar.nn as snn
-    from seastar.nn.typed_graph import relation_pairs
+    from seastar.nn.relations import relation_pairs
 
     graph = typed_graph(n, e)
     x = torch.randn(n, width, requires_grad=x_grad)

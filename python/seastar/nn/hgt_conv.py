@@ -16,7 +16,7 @@ from ._precision import float32_inside
 from ._programs import hgt_pairs
 from ._structure import typed_square
 from ._utils import check_graph, dense, glorot, per_graph, zeros
-from .typed_graph import (MODES, cheapest, edge_types, node_type_groups, per_edge_cost, per_pair_cost,
+from .relations import (MODES, cheapest, edge_types, node_type_groups, per_edge_cost, per_pair_cost,
                           per_relation, relation_pairs, typed_linear)
 
 
@@ -111,7 +111,7 @@ class HGTConv(nn.Module):
     the attention runs on the block's square form.
 
     ``mode="auto"`` takes the cheaper path by ``mode_costs``, the cost model :class:`RGCNConv`
-    uses too (``seastar.nn.typed_graph``): ``per_edge`` only when nearly every (source, relation)
+    uses too (``seastar.nn.relations``): ``per_edge`` only when nearly every (source, relation)
     pair is distinct and the rows are narrow. ``per_edge`` with trainable
     relation matrices runs fused only where the fused backend reduces parameter gradients.
     """
@@ -167,7 +167,7 @@ class HGTConv(nn.Module):
 
     def mode_costs(self, graph: Graph, x_grad: bool = True) -> Dict[str, int]:
         """The cost of one training step of each path on this graph, by the relational layers'
-        cost model (``seastar.nn.typed_graph``); ``x_grad``: whether K and V need gradients."""
+        cost model (``seastar.nn.relations``); ``x_grad``: whether K and V need gradients."""
         graph = self._square(graph)
         pairs = relation_pairs(graph, self.num_edge_types, "HGTConv")
         H, d = self.heads, self.out_channels // self.heads

@@ -1,7 +1,7 @@
 """RGCNConv: the relational graph convolution of Schlichtkrull et al. (ESWC 2018), PyG semantics.
 
 The typed-graph machinery it shares with ``HGTConv`` (per-relation normalisation, the pair graph,
-the CSC-ordered copy, node-type groups, the cost model) lives in ``typed_graph``; the
+the CSC-ordered copy, node-type groups, the cost model) lives in ``relations``; the
 aggregate-then-transform path in ``rgcn_runs``.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ._structure import pad_rows
 from ._typed_inputs import typed_call
 from ._utils import dense, glorot, per_graph, zeros
 from .rgcn_runs import build_run_plan, count_runs, device_plan, per_run_conv
-from .typed_graph import (MATVEC_COST, MODES, PAIR_MARGIN, ROW_COST, cheapest, csc_ordered,  # noqa: F401
+from .relations import (MATVEC_COST, MODES, PAIR_MARGIN, ROW_COST, cheapest, csc_ordered,  # noqa: F401
                           edge_types, per_edge_cost, per_pair_cost, per_relation, relation_norm, relation_pairs)
 
 RGCN_MODES = MODES + ("per_run", "per_basis")
@@ -139,7 +139,7 @@ class RGCNConv(nn.Module):
 
     ``mode="auto"`` (default) takes the cheapest path per training step (forward + backward, with
     or without a gradient for ``x``) by ``mode_costs``, in GEMM multiply-adds, with the cost model
-    the relational layers share (``seastar.nn.typed_graph``: ``MATVEC_COST`` per multiply-add of
+    the relational layers share (``seastar.nn.relations``: ``MATVEC_COST`` per multiply-add of
     the per-edge programs, ``ROW_COST`` per float of a run or pair row moved by the scatter /
     gather between the GEMMs and the aggregation, both measured); ``per_pair`` must also be
     ``PAIR_MARGIN`` cheaper than the rest, as it alone holds O(P*F) floats between the passes;

@@ -1,6 +1,6 @@
-"""The typed-graph toolkit of the relational layers (RGCNConv, HGTConv and their dict forms).
+"""The relational layers' toolkit (RGCNConv, HGTConv and their dict forms).
 
-Per-graph structure, computed once per graph and cached by graph uid: each edge's relation, the
+Per-graph structure, computed once per graph and kept by it (``per_graph``): each edge's relation, the
 graph in (destination, relation) order, the per-relation normalisation, the distinct (source,
 relation) *pairs* behind the transform-then-aggregate path, vertices grouped by node type for
 typed linears. And the one cost model by which the layers choose between transforming per edge
