@@ -227,6 +227,9 @@ def call_program(program, graph: Graph, backend: str, tensors: Dict[str, torch.T
         metas.append((k, role, shape, str(t.dtype).removeprefix("torch."), str(t.device), bool(t.requires_grad)))
     sid, names = _signature(tuple(kind), program.uid, tuple(metas), backend)
     num_dst = graph.num_dst
+    # x@dst is x's first num_dst rows, as Signature::bind makes it for eager calls; here the slice
+    # is traced, so that Dynamo sees its symbolic size and autograd carries x@dst's gradient
+    # into x (the C++ binding is opaque to both)
     bound = [tensors[n[: -len(DST_SUFFIX)]][:num_dst] if n.endswith(DST_SUFFIX) else tensors[n] for n in names]
     outs = vertex_program(sid, graph._in.op_args(), kind, bound)
     return outs[0] if len(outs) == 1 else tuple(outs)
