@@ -17,7 +17,8 @@ from seastar.distributed.planner import ModelSpec, _cache_hit_rate, _expected_ha
 # a fixed machine: round numbers, so the hand counts below are exact
 CAL = dict(aggregation_rate=1e9, gemm_rate=1e10, sampling_rate=1e7, gather_rate=1e9, step_overhead_s=1e-3,
            base_rss_mb=500.0, latency_s=1e-4, bandwidth=1e9, sync_s=0.0, skew=0.0, threads=1, cores=64,
-           step_fixed_s=2e-3, step_scale=1.0)
+           step_fixed_s=2e-3, step_scale=1.0,
+           minibatch_step_s=None, fullgraph_step_s=None)  # None: the steps from the fit, not timed
 
 
 class _Data:
@@ -125,4 +126,6 @@ def test_real_calibration_and_fit():
     cal.update(latency_s=1e-4, bandwidth=1e9, skew=0.0)
     p = plan(_Data(), 2, {"kind": "gat", "hidden": 4, "heads": 2}, calibration=cal)
     assert p.calibration["step_scale"] > 0 and p.calibration["step_fixed_s"] >= 0  # the fit is in the plan
+    # the steps measured on the data's own blocks and graph are in the plan too
+    assert p.calibration["minibatch_step_s"] > 0 and p.calibration["fullgraph_step_s"] > 0
     assert all(r["epoch_s"] > 0 and r["peak_mb"] > cal["base_rss_mb"] for r in p.rows)

@@ -32,7 +32,8 @@ few batches of the data with the model's fanouts. Per epoch, with ``k`` processe
   the share of the remote vertices' out-edges that the cached (highest out-degree) vertices
   hold: a sampler reaches a vertex once per out-edge into the frontier;
 * full-graph: one step over the largest part (``E / k`` in-edges; ``N / k`` owned rows and its
-  halo), a halo exchange forward and backward per layer after the first, one all-reduce of the
+  halo; a step of the model's layers over the whole graph is timed, ``measure_fullgraph_step``,
+  and scaled to the part by the rates' estimate of each), a halo exchange forward and backward per layer after the first, one all-reduce of the
   gradients. The halo is the partition's own (``partition_report``) when given, else its
   expectation under a random assignment: ``sum over u of (k-1)/k (1 - (1 - 1/k)^outdeg(u))``.
 * memory per process: the measured process base (torch and seastar) + graph structure
@@ -242,6 +243,38 @@ def measure_minibatch_step(m: ModelSpec, widths, graph, train, batch: int, batch
     return _typical(step, reps=3 * batches)
 
 
+FULL_STEP_MAX_EDGES = 20_000_000  # above: the full-graph step is estimated from the fit, not timed
+
+
+def measure_fullgraph_step(m: ModelSpec, widths, graph) -> Optional[float]:
+    """Seconds of one optimizer step of the model's own layers over the data's whole graph
+    (random features, the median of three after a warm one), or None for a graph of more than
+    ``FULL_STEP_MAX_EDGES`` edges. A part's step is this scaled by the rates' estimate of the
+    part over the whole: at this size memory traffic, not the rates of small graphs, sets it."""
+    if graph.num_edges > FULL_STEP_MAX_EDGES:
+        return None
+    dtype = torch.float64 if m.dtype_bytes == 8 else torch.float32
+    convs = _make_layers(m, widths).to(dtype)
+    opt = torch.optim.Adam(convs.parameters(), lr=0.01)
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(graph.num_nodes, widths[0][0], generator=g, dtype=dtype)
+    y = torch.randint(0, widths[-1][1], (graph.num_nodes,), generator=g)
+
+    def step():
+        opt.zero_grad()
+        h = x
+        for i, conv in enumerate(convs):
+            h = conv(graph, h)
+            if i + 1 < len(convs):
+                h = torch.relu(h)
+        loss = torch.nn.functional.cross_entropy(h, y)
+        loss.backward()
+        opt.step()
+        loss.item()
+
+    return _typical(step, reps=3)
+
+
 def _allreduce(nbytes: float, k: int, cal) -> float:
     if k < 2:
         return 0.0
@@ -353,7 +386,13 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     grads = _allreduce(param_bytes, k, cal)
     in_bytes = mb["input_rows"] * f_in * m.dtype_bytes
 
-    step_s = measure_minibatch_step(m, widths, graph, train, max(1, math.ceil(per_rank / steps)))
+    # the measured steps are inputs of the plan like the rates: written into its calibration
+    # (a calibration that holds them, None included, is taken as it is: None means the estimate)
+    if "minibatch_step_s" not in cal:
+        cal["minibatch_step_s"] = measure_minibatch_step(m, widths, graph, train, max(1, math.ceil(per_rank / steps)))
+    step_s = cal["minibatch_step_s"]
+    if step_s is None:
+        step_s = cal["step_fixed_s"] + cal["step_scale"] * compute
 
     def step_time(loader_s: float) -> float:
         work = step_s * stretch
@@ -393,12 +432,20 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     loops = owned if m.kind == "gcn" else 0
     blocks = [(owned + halo, owned, part_edges + loops)] * len(widths)
     fcompute, fact = _layers_time(m, widths, blocks, cal)
+    if "fullgraph_step_s" not in cal:
+        cal["fullgraph_step_s"] = measure_fullgraph_step(m, widths, graph)
+    whole_s = cal["fullgraph_step_s"]
+    if whole_s is None:
+        fstep = cal["step_fixed_s"] + cal["step_scale"] * fcompute
+    else:
+        whole, _ = _layers_time(m, widths, [(n, n, e + (n if m.kind == "gcn" else 0))] * len(widths), cal)
+        fstep = whole_s * fcompute / whole
     exchange = sum(2 * _alltoall(halo * fin * m.dtype_bytes, k, cal) for fin, _, _, _ in widths[1:])
     fgrads = _allreduce(param_bytes, k, cal)
     fstretch = _stretch(local, cal, loader_threads=0)
     rows.append(dict(candidate=f"full-graph, {k} part{'s' if k > 1 else ''} ({halo_note}: {halo:.0f} rows)",
                      mode="fullgraph", features="partitioned", steps=1,
-                     epoch_s=(cal["step_fixed_s"] + cal["step_scale"] * fcompute) * fstretch
+                     epoch_s=fstep * fstretch
                      * (1 + (cal.get("skew") or 0.0) * (k > 1)) + exchange + fgrads,
                      comm_s=exchange + fgrads,
                      comm_bytes=sum(2 * halo * fin * m.dtype_bytes for fin, _, _, _ in widths[1:])
