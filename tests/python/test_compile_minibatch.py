@@ -155,20 +155,27 @@ class SageGat(torch.nn.Module):
         return self.conv2(block1, F.relu(self.conv1(block0, x)))
 
 
-def test_export_with_the_graph_as_an_argument_saves_loads_and_runs_new_blocks():
-    """torch.export of a model that takes its blocks as arguments, every size symbolic
-    (``Graph.dynamic_shapes``); the program, and the one torch.export.save / load give back, run
-    blocks of other sizes equal to the eager model."""
-    import io
+def _exported_sage_gat(seed: int):
+    """SageGat in eval mode, exported with its blocks as arguments (every size symbolic) on the
+    first batch of a loader, and the loader's further batches."""
     graph, x, y = _data()
     torch.manual_seed(0)
     model = SageGat().to(DT).eval()
-    batches = iter(NeighborLoader((graph, x, y), [4, 3], batch_size=BATCH, prefetch=0, seed=2))
+    batches = iter(NeighborLoader((graph, x, y), [4, 3], batch_size=BATCH, prefetch=0, seed=seed))
     first = next(batches)
     b0, b1 = first.blocks
     with torch.no_grad():
         program = torch.export.export(model, (b0, b1, first.x),
                                       dynamic_shapes=(b0.dynamic_shapes(), b1.dynamic_shapes(), {0: torch.export.Dim.AUTO}))
+    return model, program, batches
+
+
+def test_export_with_the_graph_as_an_argument_saves_loads_and_runs_new_blocks():
+    """torch.export of a model that takes its blocks as arguments, every size symbolic
+    (``Graph.dynamic_shapes``); the program, and the one torch.export.save / load give back, run
+    blocks of other sizes equal to the eager model."""
+    import io
+    model, program, batches = _exported_sage_gat(seed=2)
     ops = {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
     assert {"seastar.vertex_program.default", "seastar.derived_graph.default"} <= ops
     assert "seastar.graph_tensor.default" not in ops  # nothing of the first blocks is a constant
@@ -206,15 +213,8 @@ def test_an_exported_program_runs_in_another_process(tmp_path):
     """torch.export.save here, torch.export.load and new blocks in a fresh process: the program
     names its vertex programs by module and name, and the other process makes their signatures
     again from that (the eager results, computed here, travel with the blocks)."""
-    graph, x, y = _data()
-    torch.manual_seed(0)
-    model = SageGat().to(DT).eval()
-    batches = iter(NeighborLoader((graph, x, y), [4, 3], batch_size=BATCH, prefetch=0, seed=3))
-    first = next(batches)
-    b0, b1 = first.blocks
+    model, program, batches = _exported_sage_gat(seed=3)
     with torch.no_grad():
-        program = torch.export.export(model, (b0, b1, first.x),
-                                      dynamic_shapes=(b0.dynamic_shapes(), b1.dynamic_shapes(), {0: torch.export.Dim.AUTO}))
         cases = [(list(b.blocks), b.x, model(*b.blocks, b.x)) for b, _ in zip(batches, range(3))]
     assert len({tuple(b.num_edges for b in c[0]) for c in cases}) > 1  # blocks of other sizes than the export's
     torch.export.save(program, tmp_path / "program.pt2")

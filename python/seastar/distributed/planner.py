@@ -43,10 +43,11 @@ few batches of the data with the model's fanouts. Per epoch, with ``k`` processe
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import os
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 import torch
 
@@ -175,6 +176,21 @@ def _make_layers(m: ModelSpec, widths):
     return torch.nn.ModuleList(convs)
 
 
+def _train_step(convs, opt, graphs, x: torch.Tensor, y: torch.Tensor) -> None:
+    """One optimizer step of the layers as a training loop runs it: layer ``i`` on ``graphs[i]``
+    (a block each, or one graph for all), ReLU between, cross-entropy, the loss read back."""
+    opt.zero_grad()
+    h = x
+    for i, (conv, graph) in enumerate(zip(convs, graphs)):
+        h = conv(graph, h)
+        if i + 1 < len(convs):
+            h = torch.relu(h)
+    loss = torch.nn.functional.cross_entropy(h, y)
+    loss.backward()
+    opt.step()
+    loss.item()
+
+
 def fit_step(m: ModelSpec, widths, cal) -> dict:
     """Times one optimizer step of the model's own layers on two random graphs and fits
     ``seconds = step_fixed_s + step_scale * (the rates' compute estimate)``: what the rates
@@ -191,17 +207,7 @@ def fit_step(m: ModelSpec, widths, cal) -> dict:
         x = torch.randn(n, widths[0][0], generator=g, dtype=dtype)
         y = torch.randint(0, widths[-1][1], (n,), generator=g)
 
-        def step():
-            opt.zero_grad()
-            h = x
-            for i, conv in enumerate(convs):
-                h = conv(graph, h)
-                if i + 1 < len(convs):
-                    h = torch.relu(h)
-            torch.nn.functional.cross_entropy(h, y).backward()
-            opt.step()
-
-        t = _typical(step)  # a step as runs see it, as the benchmark measures epochs (median)
+        t = _typical(lambda: _train_step(convs, opt, [graph] * len(convs), x, y))  # a step as runs see it, as the benchmark measures epochs (median)
         units, _ = _layers_time(m, widths, [(n, n, e + (n if m.kind == "gcn" else 0))] * len(widths), cal)
         points.append((units, t))
     (u0, t0), (u1, t1) = points
@@ -225,22 +231,8 @@ def measure_minibatch_step(m: ModelSpec, widths, graph, train, batch: int, batch
         b = sample_blocks(graph, seeds[torch.randperm(seeds.numel(), generator=g)[:batch]], list(m.fanouts), seed=i)
         x = torch.randn(b.blocks[0].num_src, widths[0][0], generator=g, dtype=dtype)
         samples.append((b.blocks, x, torch.randint(0, widths[-1][1], (b.blocks[-1].num_dst,), generator=g)))
-    turn = iter(range(10 ** 9))
-
-    def step():
-        blocks, x, y = samples[next(turn) % len(samples)]
-        opt.zero_grad()
-        h = x
-        for i, (conv, blk) in enumerate(zip(convs, blocks)):
-            h = conv(blk, h)
-            if i + 1 < len(convs):
-                h = torch.relu(h)
-        loss = torch.nn.functional.cross_entropy(h, y)
-        loss.backward()
-        opt.step()
-        loss.item()
-
-    return _typical(step, reps=3 * batches)
+    turn = itertools.cycle(samples)
+    return _typical(lambda: _train_step(convs, opt, *next(turn)), reps=3 * batches)
 
 
 FULL_STEP_MAX_EDGES = 20_000_000  # above: the full-graph step is estimated from the fit, not timed
@@ -259,20 +251,7 @@ def measure_fullgraph_step(m: ModelSpec, widths, graph) -> Optional[float]:
     g = torch.Generator().manual_seed(2)
     x = torch.randn(graph.num_nodes, widths[0][0], generator=g, dtype=dtype)
     y = torch.randint(0, widths[-1][1], (graph.num_nodes,), generator=g)
-
-    def step():
-        opt.zero_grad()
-        h = x
-        for i, conv in enumerate(convs):
-            h = conv(graph, h)
-            if i + 1 < len(convs):
-                h = torch.relu(h)
-        loss = torch.nn.functional.cross_entropy(h, y)
-        loss.backward()
-        opt.step()
-        loss.item()
-
-    return _typical(step, reps=3)
+    return _typical(lambda: _train_step(convs, opt, [graph] * len(convs), x, y), reps=3)
 
 
 def _allreduce(nbytes: float, k: int, cal) -> float:
