@@ -11,7 +11,7 @@ in-degree (``w = 1`` without edge weights); a vertex of degree 0 gets 0. Self lo
   sparse matrix sums it with an existing diagonal entry (``A + fill * I``).
 * a ``SparseTensor``: ``fill_diag``: the diagonal becomes ``fill`` (existing entries replaced).
 
-Without per-call weights the result depends on the graph alone and is cached per graph (uid),
+Without per-call weights the result depends on the graph alone and is kept by the graph, per
 device and dtype; with weights (possibly learned) it is recomputed each call and is
 differentiable in them: the weighted in-degree (one vertex program) and O(N + loops) torch ops.
 

@@ -58,7 +58,7 @@ def appnp_step_loops(alpha: float) -> VertexProgram:
 class APPNP(HomogeneousLayer):
     r"""APPNP propagation: ``h^0 = x``, ``h^{k+1} = (1 - alpha) * A_hat h^k + alpha * x`` for K
     steps, ``A_hat = D^-1/2 (A + I) D^-1/2`` as in :class:`GCNConv` (PyG's self-loop rules,
-    optional edge weights, cached per graph uid; ``cached=True`` reuses the first call's
+    optional edge weights, kept by the graph; ``cached=True`` reuses the first call's
     normalised graph for every later call, as in PyG; ``normalize=False`` propagates with the
     raw weights, 1 without ``edge_weight``). With edge weights the normalised weight of every
     edge is computed once per call, in destination order (the steps read them as a stream), and

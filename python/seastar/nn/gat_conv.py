@@ -95,7 +95,7 @@ class GATConv(HomogeneousLayer):
     the softmax and the weighted sum are one vertex program, so the fused backend computes it
     in a single traversal (online softmax) without edge-sized tensors. As in PyG, existing self
     loops are removed and one loop per vertex is added (``add_self_loops=True``; on a bipartite
-    graph ``min(num_src, num_dst)`` loops; the loop graph is cached per graph uid).
+    graph ``min(num_src, num_dst)`` loops; the loop graph is kept by the graph).
 
     Edge features (``edge_dim``): ``edge_attr`` [E, edge_dim] adds ``<W_e x_e, a_edge>`` per head
     to the score, computed as one [E, edge_dim] x [edge_dim, H] product; the added self loops'

@@ -82,7 +82,7 @@ class HGTConv(nn.Module):
     ``skip`` [T] (ones).
 
     Dense per-type work (K/Q/V and A linears) is torch, one GEMM per node type on the vertices
-    grouped by type (grouping cached per graph uid). The graph work is a vertex program; the IR's
+    grouped by type (the grouping kept by the graph). The graph work is a vertex program; the IR's
     ``@`` takes one 2-D matrix per row, so per-head matrices ``[R, H, d, d]`` are mapped in one of
     two ways (``mode``, as in :class:`RGCNConv`):
 

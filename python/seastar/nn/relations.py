@@ -75,7 +75,7 @@ def edge_types(graph: Graph, num_relations: int, layer: str) -> torch.Tensor:
 
 
 def csc_ordered(graph: Graph, num_relations: int, layer: str = "RGCNConv") -> Graph:
-    """``graph`` with its edges renumbered in (destination, relation) order, cached per graph.
+    """``graph`` with its edges renumbered in (destination, relation) order, kept by the graph.
 
     The same vertices, edges and types; only edge ids change, so that edge ``j`` of the
     type-sorted CSC has id ``j``. A destination-parallel kernel then reads per-edge data (the
@@ -101,7 +101,7 @@ def _csc_ordered(graph: Graph, num_relations: int, layer: str) -> Graph:
 def relation_norm(graph: Graph, num_relations: int, device, dtype,
                   layer: str = "RGCNConv") -> torch.Tensor:
     """``norm[e] = 1 / |N_r(i)|`` [E, 1]: one over the number of in-edges of ``e``'s destination
-    ``i`` with ``e``'s relation ``r`` (multi-edges count, as in PyG), cached per graph."""
+    ``i`` with ``e``'s relation ``r`` (multi-edges count, as in PyG), kept by the graph."""
     if torch.compiler.is_compiling():  # traced on the graph's tensors: no constant of one graph's values
         return _relation_norm(graph, num_relations, str(device), dtype, layer)
     return per_graph(graph, _relation_norm, num_relations, str(device), dtype, layer)

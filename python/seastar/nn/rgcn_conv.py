@@ -130,7 +130,7 @@ class RGCNConv(nn.Module):
     * ``per_pair`` (transform, then aggregate): each (source, relation) pair is transformed once,
       ``H_p = x_src(p) W_r(p)``, by one dense GEMM per relation on the gathered rows, then an
       untyped program sums ``norm[e] * H_p(e)`` over in-edges of the *pair graph* (edge ``e``
-      runs from its pair to its destination, cached per graph): ``P*in*out + E*out``
+      runs from its pair to its destination, kept by the graph): ``P*in*out + E*out``
       multiply-adds forward and ``P*(in + out)`` extra floats, held for backward.
 
     ``per_edge`` and ``per_basis`` run on a copy of the graph whose edge ids follow the
