@@ -20,7 +20,6 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
-#include <memory>
 #include <ostream>
 
 #include "core/graph/graph.h"
@@ -67,8 +66,6 @@ class GCNConvImpl : public torch::nn::Cloneable<GCNConvImpl> {
   GCNConvOptions options;
   torch::nn::Linear lin{nullptr};  ///< weight [out, in], no bias ("lin.weight" as in Python)
   torch::Tensor bias;              ///< [out], undefined without bias
-
- private:
 };
 TORCH_MODULE(GCNConv);
 
@@ -107,8 +104,6 @@ class GATConvImpl : public torch::nn::Cloneable<GATConvImpl> {
   torch::nn::Linear lin{nullptr};  ///< weight [heads * out, in], no bias
   torch::Tensor att_src, att_dst;  ///< [1, heads, out]
   torch::Tensor bias;              ///< [heads * out] (concat) or [out]; undefined without bias
-
- private:
 };
 TORCH_MODULE(GATConv);
 

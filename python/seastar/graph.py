@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from . import _C, graph_inputs, graph_ops
 from .reorder import reorder_graph
 
+
 def _as_index_tensor(x, what: str) -> Optional[torch.Tensor]:
     if x is None:
         return None

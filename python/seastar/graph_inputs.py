@@ -162,11 +162,10 @@ def resolve(graph_args: List[torch.Tensor], kind) -> "Graph":
 
 
 def _same_edges(g: "Graph", edge_index: torch.Tensor, edge_type: Optional[torch.Tensor]) -> bool:
-    mine = g._g.edge_index()
+    mine = own_tensor(g, "edge_index")
     if mine.data_ptr() != edge_index.data_ptr() and not torch.equal(mine, edge_index.to(mine.device, mine.dtype)):
         return False
-    return edge_type is None or torch.equal(g._g.tensors("cpu", coo=False, out=False)["edge_type"].long(),
-                                            edge_type.to("cpu", torch.int64))
+    return edge_type is None or torch.equal(own_tensor(g, "edge_type").long(), edge_type.to("cpu", torch.int64))
 
 
 def own_tensor(graph: "Graph", name: str) -> Optional[torch.Tensor]:

@@ -50,9 +50,9 @@ from ..program import vertex_program
 from ..reorder import destination_ordered
 from ._loops import loop_ids, loop_values, self_loops, with_loops
 from ..graph import tensor_of
+from ..graph_ops import derived
 from ._inputs import edge_weights
 from ._structure import Structure, is_sparse_tensor_like
-from ._utils import per_graph
 
 
 class VertexNorm(NamedTuple):
@@ -119,7 +119,7 @@ def gcn_norm(s: Structure, edge_weight: Optional[torch.Tensor], add_self_loops: 
     if w is None and s.layout is None:  # depends on the graph alone: once per graph, device and dtype
         if torch.compiler.is_compiling():  # traced on the graph's tensors, for every graph alike
             return _unweighted_norm(s.graph, s.num_src, s.num_dst, add_self_loops, str(device), dtype)
-        return per_graph(s.graph, _unweighted_norm, s.num_src, s.num_dst, add_self_loops, str(device), dtype)
+        return derived(s.graph, _unweighted_norm, s.num_src, s.num_dst, add_self_loops, str(device), dtype)
     if w is None:
         w = torch.ones(s.num_edges, dtype=dtype, device=device)
     w = w.to(dtype=dtype, device=device)
@@ -192,7 +192,7 @@ def _edge_norm(s: Structure, norm: VertexNorm) -> Tuple[Structure, EdgeNorm]:
     structure whose edge ids are those slots: read off the in-edge index (the source of each
     slot, the destination by run length), so no edge list is built."""
     device = str(norm.w.device)
-    degree, nbr, eid = per_graph(s.graph, _in_index, device)
+    degree, nbr, eid = derived(s.graph, _in_index, device)
     dinv = s.src(norm.dinv).squeeze(-1)  # a square graph's vertices: sources and centres alike
     d_dst = torch.repeat_interleave(dinv, degree, output_size=s.graph.num_edges)
     w = dinv[nbr] * norm.w.squeeze(-1)[eid] * d_dst
@@ -207,7 +207,7 @@ def _in_index(graph, device: str):
 
 def in_edge_order(s: Structure) -> Structure:
     """``s`` with edge ``j`` = slot ``j`` of its in-edge index, kept by the graph."""
-    return per_graph(s.graph, _in_edge_order, s.num_src, s.num_dst, s.layout)
+    return derived(s.graph, _in_edge_order, s.num_src, s.num_dst, s.layout)
 
 
 def _in_edge_order(graph, num_src: int, num_dst: int, layout) -> Structure:
@@ -243,7 +243,7 @@ def block_norm(s: Structure, add_self_loops: bool, dtype: torch.dtype, device) -
     """The factors of a block without edge weights, once per block, device and dtype."""
     if torch.compiler.is_compiling():  # traced on the graph's tensors, for every block alike
         return _block_norm(s.graph, s.num_dst, add_self_loops, str(device), dtype)
-    return per_graph(s.graph, _block_norm, s.num_dst, add_self_loops, str(device), dtype)
+    return derived(s.graph, _block_norm, s.num_dst, add_self_loops, str(device), dtype)
 
 
 def _block_norm(graph, num_dst: int, add_self_loops: bool, device: str, dtype: torch.dtype) -> BlockNorm:
@@ -296,7 +296,7 @@ def cached_normalisation(layer, edge_index, make):
     """PyG's ``cached=True`` (GCNConv, APPNP): once computed, the normalised graph is kept on
     the layer, one for an ``edge_index`` and one for a sparse adjacency, and reused whatever the
     next call passes; ``make()`` computes it (what it derives on the way, e.g. the graph with self
-    loops, is kept by the graph, ``per_graph``). Without ``cached`` nothing is kept on the layer.
+    loops, is kept by the graph, ``graph_ops.derived``). Without ``cached`` nothing is kept on the layer.
 
     Constant edge weights of a ``VertexNorm`` are kept with the graph in destination order
     (``in_destination_order``; an ``EdgeNorm`` is made in that order, and per-edge weights over
@@ -309,7 +309,7 @@ def cached_normalisation(layer, edge_index, make):
         return hit
     if not layer.cached or torch.compiler.is_compiling():
         # compiled code cannot keep what tracing made on the layer; the graph keeps it instead
-        # (per_graph), and the compiled code holds it as constants
+        # (graph_ops.derived), and the compiled code holds it as constants
         return make()
     s, norm = make()
     if (isinstance(norm, VertexNorm) and norm.w is not None and not norm.w.requires_grad

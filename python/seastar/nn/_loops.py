@@ -23,8 +23,8 @@ import torch
 
 from ..derived_graphs import Derivation, register, self_loop_graph
 from ..graph import Graph
+from ..graph_ops import derived
 from ._structure import Structure, make_graph
-from ._utils import per_graph
 
 REDUCTIONS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "amax", "min": "amin", "mul": "prod"}
 
@@ -55,16 +55,16 @@ def with_loops(s: Structure, num_loops: int = None) -> LoopGraph:
                          min(s.num_src, s.num_dst))
     if num_loops is None:
         num_loops = min(s.num_src, s.num_dst)
-    return per_graph(s.graph, loop_graph, s.num_src, s.num_dst, num_loops, s.layout)
+    return derived(s.graph, loop_graph, s.num_src, s.num_dst, num_loops, s.layout)
 
 
 def loop_ids(s: Structure, lg: LoopGraph) -> LoopIds:
-    return per_graph(s.graph, _loop_ids, s.num_src, s.num_dst, lg.num_loops)
+    return derived(s.graph, _loop_ids, s.num_src, s.num_dst, lg.num_loops)
 
 
 def self_loops(s: Structure):
     """The ids of the graph's self loops and their vertices (int64), kept by the graph."""
-    return per_graph(s.graph, _self_loops, s.num_src, s.num_dst)
+    return derived(s.graph, _self_loops, s.num_src, s.num_dst)
 
 
 def _self_loops(graph, num_src: int, num_dst: int):

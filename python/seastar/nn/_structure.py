@@ -302,9 +302,10 @@ def typed_graph_of_edge_index(edge_index: torch.Tensor, edge_type: torch.Tensor,
     square graph of ``max(num_src, num_dst)`` vertices (``typed_square``), built and
     checked by an op at run time, once per pair of tensors."""
     src = torch.empty((num_src, 0), dtype=torch.uint8)
-    dst = src if same_size(num_src, num_dst) else torch.empty((num_dst, 0), dtype=torch.uint8)
+    same = same_size(num_src, num_dst)
+    dst = src if same else torch.empty((num_dst, 0), dtype=torch.uint8)
     handle = typed_graph_of_edge_index_op(edge_index, edge_type, src, dst, num_relations, layer)
-    n = num_src if same_size(num_src, num_dst) else max(num_src, num_dst)
+    n = num_src if same else max(num_src, num_dst)
     rows_ = src if n is num_src else torch.empty((n, 0), dtype=torch.uint8)
     edges = torch.empty((edge_index.shape[1], 0), dtype=torch.uint8)
     return Graph._view(GraphTensors(handle, rows_, rows_, edges), GraphKind(False, False, 0, True, num_relations))

@@ -1,14 +1,13 @@
-"""Helpers shared by the layers of ``seastar.nn``: PyG-style initialisers, values kept by a
-graph, dropout masks and a dense-or-sparse linear map."""
+"""Helpers shared by the layers of ``seastar.nn``: PyG-style initialisers, dropout masks and a
+dense-or-sparse linear map."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional
+from typing import Optional
 
 import torch
 
 from ..graph import Graph
-from ..torch_ops import derived
 
 
 def glorot(t: Optional[torch.Tensor]) -> None:
@@ -35,15 +34,6 @@ def check_graph(layer: str, graph, x: Optional[torch.Tensor] = None) -> None:
     if x is not None and x.shape[0] != graph.num_src:
         what = "sources" if graph.is_bipartite else "vertices"
         raise ValueError(f"{layer}: x has {x.shape[0]} rows but the graph has {graph.num_src} {what}")
-
-
-def per_graph(graph: Graph, fn: Callable[..., Any], *args):
-    """``fn(graph, *args)``, a value derived from the graph alone (``args``: hashable constants:
-    sizes, flags, a device's name, a dtype), kept by the graph itself for its lifetime, one entry
-    per function and arguments (``Graph.derive``): every layer shares it, and it goes with the
-    graph. Inside torch.compile / torch.export ``fn`` runs at trace time and its tensors become
-    constants of the compiled code (``graph_ops.derived``)."""
-    return derived(graph, fn, *args)
 
 
 def dropout_mask(shape, p: float, like: torch.Tensor) -> torch.Tensor:

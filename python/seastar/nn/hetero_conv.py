@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 from ..graph import Graph
-from ._utils import check_graph, per_graph
+from ..graph_ops import derived
+from ._utils import check_graph
 from .hetero_dict import DICT_AGGRS, check_self_loops, dict_forward, internal_key, is_edge_type
 
 AGGRS = ("sum", "mean", "max", "min", "cat")
@@ -16,7 +17,7 @@ AGGRS = ("sum", "mean", "max", "min", "cat")
 def relation_subgraph(graph: Graph, relation: int) -> Graph:
     """The edges of one relation over all of ``graph``'s vertices (node types kept, no edge types),
     built once per (graph, relation) and cached."""
-    return per_graph(graph, _relation_subgraph, int(relation))
+    return derived(graph, _relation_subgraph, int(relation))
 
 
 def _relation_subgraph(graph: Graph, relation: int) -> Graph:

@@ -11,11 +11,12 @@ from torch import nn
 
 from .. import ops as ss
 from ..graph import Graph, tensor_of
+from ..graph_ops import derived
 from ..program import vertex_program
 from ._precision import float32_inside
 from ._programs import hgt_pairs
 from ._structure import typed_square
-from ._utils import check_graph, dense, glorot, per_graph, zeros
+from ._utils import check_graph, dense, glorot, zeros
 from .relations import (MODES, cheapest, edge_types, node_type_groups, per_edge_cost, per_pair_cost,
                           per_relation, relation_pairs, typed_linear)
 
@@ -241,7 +242,7 @@ class HGTConv(nn.Module):
         ns, nd = graph.num_src, graph.num_dst
         if graph.has_edge_types:
             return typed_square(graph.edge_index, graph.edge_type, ns, nd, self.num_edge_types, "HGTConv")
-        return per_graph(graph, _square, max(ns, nd))
+        return derived(graph, _square, max(ns, nd))
 
     def _layer(self, graph: Graph, x_src: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor:
         """The layer on ``graph`` (square or bipartite): K and V of the sources, Q, the output and

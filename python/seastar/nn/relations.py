@@ -1,6 +1,6 @@
 """The relational layers' toolkit (RGCNConv, HGTConv and their dict forms).
 
-Per-graph structure, computed once per graph and kept by it (``per_graph``): each edge's relation, the
+Per-graph structure, computed once per graph and kept by it (``graph_ops.derived``): each edge's relation, the
 graph in (destination, relation) order, the per-relation normalisation, the distinct (source,
 relation) *pairs* behind the transform-then-aggregate path, vertices grouped by node type for
 typed linears. And the one cost model by which the layers choose between transforming per edge
@@ -15,8 +15,8 @@ import torch
 
 from ..derived_graphs import destination_ordered as derived_order
 from ..graph import Graph, tensor_of
+from ..graph_ops import derived
 from ..reorder import destination_ordered
-from ._utils import per_graph
 
 MODES = ("auto", "per_edge", "per_pair")  # the paths of both relational layers (RGCNConv adds its own)
 
@@ -88,7 +88,7 @@ def csc_ordered(graph: Graph, num_relations: int, layer: str = "RGCNConv") -> Gr
             return graph
         edge_types(graph, num_relations, layer)
         return derived_order(graph)
-    return per_graph(graph, _csc_ordered, num_relations, layer)
+    return derived(graph, _csc_ordered, num_relations, layer)
 
 
 def _csc_ordered(graph: Graph, num_relations: int, layer: str) -> Graph:
@@ -104,7 +104,7 @@ def relation_norm(graph: Graph, num_relations: int, device, dtype,
     ``i`` with ``e``'s relation ``r`` (multi-edges count, as in PyG), kept by the graph."""
     if torch.compiler.is_compiling():  # traced on the graph's tensors: no constant of one graph's values
         return _relation_norm(graph, num_relations, str(device), dtype, layer)
-    return per_graph(graph, _relation_norm, num_relations, str(device), dtype, layer)
+    return derived(graph, _relation_norm, num_relations, str(device), dtype, layer)
 
 
 def _relation_norm(graph: Graph, num_relations: int, device: str, dtype, layer: str) -> torch.Tensor:
@@ -137,7 +137,7 @@ class RelationPairs(NamedTuple):
 
 
 def relation_pairs(graph: Graph, num_relations: int, layer: str = "RGCNConv") -> RelationPairs:
-    return per_graph(graph, _relation_pairs, num_relations, layer)
+    return derived(graph, _relation_pairs, num_relations, layer)
 
 
 def _relation_pairs(graph: Graph, num_relations: int, layer: str) -> RelationPairs:
@@ -181,7 +181,7 @@ def node_type_groups(graph: Graph, num_node_types: int, layer: str,
                      side: str = "src") -> NodeTypeGroups:
     """The graph's vertices grouped by node type: a square graph's vertices, a bipartite graph's
     sources (``side="src"``) or destinations (``side="dst"``, the first ``num_dst`` sources)."""
-    return per_graph(graph, _node_type_groups, num_node_types, layer, side)
+    return derived(graph, _node_type_groups, num_node_types, layer, side)
 
 
 def _node_type_groups(graph: Graph, num_node_types: int, layer: str, side: str) -> NodeTypeGroups:

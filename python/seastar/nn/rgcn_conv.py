@@ -13,12 +13,13 @@ from torch import nn
 
 from .. import ops as ss
 from ..graph import Graph
+from ..graph_ops import derived
 from ..program import vertex_program
 from ._precision import float32_inside
 from ._programs import neighbour_sum, weighted_sum
 from ._structure import pad_rows
 from ._typed_inputs import typed_call
-from ._utils import dense, glorot, per_graph, zeros
+from ._utils import dense, glorot, zeros
 from .rgcn_runs import build_run_plan, count_runs, device_plan, per_run_conv
 from .relations import (MATVEC_COST, MODES, PAIR_MARGIN, ROW_COST, cheapest, csc_ordered,  # noqa: F401
                           edge_types, per_edge_cost, per_pair_cost, per_relation, relation_norm, relation_pairs)
@@ -71,7 +72,7 @@ def _device_run_plan(graph: Graph, direction: str, num_relations: int, device: s
     """A run plan's per-chunk tensors on ``device``: the run vertices, and with ``dtype`` (mean
     aggregation) each chunk's edge weights, the graph's relation norms."""
     norm = None if dtype is None else relation_norm(graph, num_relations, device, dtype)
-    return device_plan(per_graph(graph, _run_plan, direction, num_relations), norm, device)
+    return device_plan(derived(graph, _run_plan, direction, num_relations), norm, device)
 
 
 COMPILED_PER_RUN = ("RGCNConv: mode='per_run' does not run inside torch.compile / torch.export (its autograd over "
@@ -264,7 +265,7 @@ class RGCNConv(nn.Module):
         return cheapest(self.mode_costs(graph, x_grad))
 
     def _num_runs(self, graph: Graph) -> int:
-        return per_graph(graph, _num_runs, self.num_relations)
+        return derived(graph, _num_runs, self.num_relations)
 
     def _run_plans(self, graph: Graph, norm: Optional[torch.Tensor], device):
         """The forward (destination, relation) run plan with its per-chunk tensors on ``device``, and
@@ -273,8 +274,8 @@ class RGCNConv(nn.Module):
         dtype = None if norm is None else norm.dtype
 
         def plan(direction: str):
-            return (per_graph(graph, _run_plan, direction, self.num_relations),
-                    per_graph(graph, _device_run_plan, direction, self.num_relations, str(device), dtype))
+            return (derived(graph, _run_plan, direction, self.num_relations),
+                    derived(graph, _device_run_plan, direction, self.num_relations, str(device), dtype))
 
         return plan("forward") + (lambda: plan("reversed"),)
 
