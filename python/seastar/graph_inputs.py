@@ -169,7 +169,8 @@ def _same_edges(g: "Graph", edge_index: torch.Tensor, edge_type: Optional[torch.
 
 
 def own_tensor(graph: "Graph", name: str) -> Optional[torch.Tensor]:
-    """A real graph's ``edge_index``, ``node_type``, ``edge_type``, ``in_degrees`` or ``out_degrees``."""
+    """A real graph's ``edge_index``, ``node_type``, ``edge_type``, ``in_degrees`` or ``out_degrees``,
+    or its in-edge index's ``in_src`` or ``in_eid`` (each slot's source and edge id)."""
     g = graph._g
     if name == "edge_index":
         return g.edge_index()
@@ -177,7 +178,8 @@ def own_tensor(graph: "Graph", name: str) -> Optional[torch.Tensor]:
         return g.in_degrees()
     if name == "out_degrees":
         return g.out_degrees()
-    return g.tensors("cpu", coo=False, out=False).get(name)  # node_type, edge_type
+    index_name = {"in_src": "in_nbr"}.get(name, name)
+    return g.tensors("cpu", coo=False, out=False).get(index_name)  # node_type, edge_type, in_nbr, in_eid
 
 
 # -- torch.utils._pytree: what torch.export flattens a graph argument into -----------------------

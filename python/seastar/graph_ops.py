@@ -1,7 +1,7 @@
 """What compiled code reads of a graph besides its sizes, as ``torch.library`` ops.
 
-* ``seastar::graph_tensor_of(name, graph, kind) -> Tensor``: the edge list, types or degrees of
-  a graph given as its tensors (``seastar.graph_inputs``);
+* ``seastar::graph_tensor_of(name, graph, kind) -> Tensor``: the edge list, types, degrees or
+  in-edge index of a graph given as its tensors (``seastar.graph_inputs``);
 * ``seastar::graph_tensor(ref) -> Tensor``: a tensor derived from one graph (``derived``),
   computed once outside the compiled code (compiled code that reads one is specialised to that
   graph, which it holds as a "value" opaque type, ``graph_inputs.GraphConstant``).
@@ -162,12 +162,13 @@ def _graph_tensor_fake(ref):
 
 
 # -- a graph's own tensors, for a graph given as its tensors ----------------------------------------
-_OWN = ("edge_index", "node_type", "edge_type", "in_degrees", "out_degrees")
+_OWN = ("edge_index", "node_type", "edge_type", "in_degrees", "out_degrees", "in_src", "in_eid")
 
 
 def graph_tensor_of(graph: "Graph", name: str):
-    """``graph.edge_index`` (node_type, edge_type, in_degrees, out_degrees) inside compiled code:
-    the graph's own tensor when its form carries it, else the op (None for types it lacks)."""
+    """``graph.edge_index`` (node_type, edge_type, in_degrees, out_degrees; in_src and in_eid, the
+    source and the edge id of each slot of the in-edge index) inside compiled code: the graph's
+    own tensor when its form carries it, else the op (None for types it lacks)."""
     if name not in _OWN:
         raise ValueError(f"unknown graph tensor {name!r}")
     if (name == "node_type" and not graph.has_node_types) or (name == "edge_type" and not graph.has_edge_types):
@@ -189,5 +190,5 @@ def _graph_tensor_of_fake(name, graph, kind):
     _, src, dst, edges = graph[:4]
     ne = edges.shape[0]
     shape = {"edge_index": (2, ne), "node_type": (src.shape[0],), "edge_type": (ne,),
-             "in_degrees": (dst.shape[0],), "out_degrees": (src.shape[0],)}[name]
+             "in_degrees": (dst.shape[0],), "out_degrees": (src.shape[0],), "in_src": (ne,), "in_eid": (ne,)}[name]
     return src.new_empty(shape, dtype=torch.int64)

@@ -3,12 +3,10 @@
 
 ``fullgraph=True`` makes any graph break an error. Each option is compiled once (``dynamic=None``)
 and run on the three graphs; outputs and the gradients of the input and of every parameter equal
-an eager copy in float64. The graph is an input of the compiled code, so the options whose
-per-graph values are computed by ops or traced (all but ``SPECIALISED``) compile at most twice
-over the three graphs (torch's static compile, then its dynamic one); the others read values only
-the real graph gives (distinct (source, relation) pairs, node-type groups, per-relation
-subgraphs) and are specialised to each graph, so they compile once per graph, still without a
-graph break.
+an eager copy in float64. The graph is an input of the compiled code and every per-graph value
+is computed by an op or traced on the graph's tensors (distinct (source, relation) pairs,
+node-type groups and per-relation subgraphs included), so every option compiles at most twice
+over the three graphs: torch's static compile, then its dynamic one.
 """
 from __future__ import annotations
 
@@ -59,18 +57,18 @@ OPTIONS = {
     "graph_conv_weighted": (lambda: snn.GraphConv(F_IN, 3), ("edge_weight",)),
     "graph_conv_max": (lambda: snn.GraphConv(F_IN, 6, aggr="max"), ()),
     "appnp": (lambda: snn.APPNP(K=2, alpha=0.1), ()),
+    "appnp_weighted": (lambda: snn.APPNP(K=2, alpha=0.1), ("edge_weight",)),
     "rgcn_mean": (lambda: snn.RGCNConv(F_IN, 3, R, aggr="mean"), ("edge_type",)),
     "rgcn_per_edge": (lambda: snn.RGCNConv(F_IN, 3, R, mode="per_edge"), ("edge_type",)),
     "rgcn_basis": (lambda: snn.RGCNConv(F_IN, 3, R, num_bases=2, mode="per_basis"), ("edge_type",)),
     "rgcn_blocks": (lambda: snn.RGCNConv(F_IN, 4, R, num_blocks=2, mode="per_edge"), ("edge_type",)),
     "rgcn_per_pair": (lambda: snn.RGCNConv(F_IN, 3, R, mode="per_pair"), ("edge_type",)),
     "hgt": (lambda: snn.HGTConv(F_IN, F_IN, num_node_types=T, num_edge_types=R, heads=2), None),
+    "hgt_per_edge": (lambda: snn.HGTConv(F_IN, 4, num_node_types=T, num_edge_types=R, heads=2, mode="per_edge"),
+                     None),
     "hetero": (lambda: snn.HeteroConv({0: snn.GCNConv(F_IN, 3), 1: snn.SAGEConv(F_IN, 3), 2: snn.GATConv(F_IN, 3)}),
                None),
 }
-SPECIALISED = {"rgcn_per_pair", "hgt", "hetero"}
-# refused inside compiled code, with the reason, at compile time
-REFUSED = {("rgcn_per_pair", "edge_index"): "mode='per_pair' reads the distinct \\(source, relation\\) pairs"}
 
 
 def _run(model, call, x):
@@ -105,10 +103,6 @@ def test_every_option_compiles_fullgraph_and_equals_eager(name, style):
 
             def call(m, x, ei=ei, args=args):
                 return m(x, ei, *args)
-        if (name, style) in REFUSED:
-            with pytest.raises(Exception, match=REFUSED[name, style]):
-                _run(compiled, call, x)
-            return
         got, want = _run(compiled, call, x), _run(eager, call, x)
         torch.testing.assert_close(got[0], want[0], **TOL)
         torch.testing.assert_close(got[1], want[1], **TOL)
@@ -117,4 +111,4 @@ def test_every_option_compiles_fullgraph_and_equals_eager(name, style):
             torch.testing.assert_close(got[2][k], want[2][k], **TOL, msg=k)
     assert not torch._dynamo.utils.counters["graph_break"]
     frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-    assert frames <= (len(SIZES) if name in SPECIALISED else 2), f"{frames} compiles"
+    assert frames <= 2, f"{frames} compiles"

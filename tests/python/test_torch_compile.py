@@ -196,15 +196,29 @@ def test_export_runs_equal_to_eager(small_graph):
         torch.testing.assert_close(program.module()(x2), model(graph, x2), **TOL)
 
 
-def test_export_with_the_graph_as_an_argument_raises_where_a_layer_needs_the_graph(small_graph):
+def _in_degree_column(graph):
+    return graph.in_degrees().to(torch.float64).unsqueeze(-1)
+
+
+class _ScaledByDegree(torch.nn.Module):
+    """A model of the user's own that reads a value derived from the real graph
+    (``graph_ops.derived``): compiled code holds it as a constant of that graph."""
+
+    def forward(self, graph, x):
+        return x * ss.graph_ops.derived(graph, _in_degree_column)
+
+
+def test_export_with_the_graph_as_an_argument_raises_where_a_value_needs_the_real_graph(small_graph):
     """A graph argument of an exported program is its tensors (test_compile_minibatch.py exports
-    one); a layer option whose per-graph values only the real graph gives (R-GCN's distinct
-    (source, relation) pairs) cannot take one, and says so, naming WithGraph, which binds the
-    graph instead."""
-    conv = snn.RGCNConv(F_IN, 3, NUM_RELATIONS, mode="per_pair").to(DT).eval()
+    one; every seastar.nn option reads it by ops). A value derived from the real graph by
+    ``graph_ops.derived`` cannot be read off those tensors: export says so, naming WithGraph,
+    which binds the graph instead, and the bound export runs."""
     graph, x = small_graph.graph, _features(small_graph.graph)
     with torch.no_grad(), pytest.raises(Exception, match="WithGraph"):
-        torch.export.export(conv, (graph, x))
+        torch.export.export(_ScaledByDegree(), (graph, x))
+    with torch.no_grad():
+        program = torch.export.export(snn.WithGraph(_ScaledByDegree(), graph), (x,))
+    torch.testing.assert_close(program.module()(x), _ScaledByDegree()(graph, x), **TOL)
 
 
 def test_with_graph_needs_a_graph():

@@ -46,6 +46,7 @@ from typing import NamedTuple, Optional, Tuple, Union
 import torch
 
 from .. import ops as ss
+from ..derived_graphs import destination_ordered as derived_destination_ordered
 from ..program import vertex_program
 from ..reorder import destination_ordered
 from ._loops import loop_ids, loop_values, self_loops, with_loops
@@ -192,7 +193,10 @@ def _edge_norm(s: Structure, norm: VertexNorm) -> Tuple[Structure, EdgeNorm]:
     structure whose edge ids are those slots: read off the in-edge index (the source of each
     slot, the destination by run length), so no edge list is built."""
     device = str(norm.w.device)
-    degree, nbr, eid = derived(s.graph, _in_index, device)
+    if torch.compiler.is_compiling():  # read by ops, for whatever graph comes at run time
+        degree, nbr, eid = (tensor_of(s.graph, n).to(device) for n in ("in_degrees", "in_src", "in_eid"))
+    else:
+        degree, nbr, eid = derived(s.graph, _in_index, device)
     dinv = s.src(norm.dinv).squeeze(-1)  # a square graph's vertices: sources and centres alike
     d_dst = torch.repeat_interleave(dinv, degree, output_size=s.graph.num_edges)
     w = dinv[nbr] * norm.w.squeeze(-1)[eid] * d_dst
@@ -206,7 +210,10 @@ def _in_index(graph, device: str):
 
 
 def in_edge_order(s: Structure) -> Structure:
-    """``s`` with edge ``j`` = slot ``j`` of its in-edge index, kept by the graph."""
+    """``s`` with edge ``j`` = slot ``j`` of its in-edge index, kept by the graph (inside compiled
+    code derived by the op ``seastar::derived_graph``)."""
+    if torch.compiler.is_compiling():
+        return Structure(derived_destination_ordered(s.graph), s.num_src, s.num_dst, None, None, s.layout)
     return derived(s.graph, _in_edge_order, s.num_src, s.num_dst, s.layout)
 
 

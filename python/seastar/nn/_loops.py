@@ -17,12 +17,13 @@ values they give the loops, which ``loop_values`` computes per call (values may 
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from typing import List, NamedTuple, Union
 
 import torch
 
 from ..derived_graphs import Derivation, register, self_loop_graph
 from ..graph import Graph
+from ..graph_inputs import kind_ints, resolve
 from ..graph_ops import derived
 from ._structure import Structure, make_graph
 
@@ -59,12 +60,42 @@ def with_loops(s: Structure, num_loops: int = None) -> LoopGraph:
 
 
 def loop_ids(s: Structure, lg: LoopGraph) -> LoopIds:
+    if _compiled_loops(s, lg):  # by an op, for whatever graph comes at run time
+        return LoopIds(*loop_ids_op(s.graph._in.op_args(), kind_ints(s.graph), lg.num_loops,
+                                    lg.structure.graph._in.edge_rows))
     return derived(s.graph, _loop_ids, s.num_src, s.num_dst, lg.num_loops)
 
 
 def self_loops(s: Structure):
     """The ids of the graph's self loops and their vertices (int64), kept by the graph."""
+    if torch.compiler.is_compiling() and not s.padded:
+        lg = with_loops(s)
+        return tuple(loop_ids_op(s.graph._in.op_args(), kind_ints(s.graph), lg.num_loops,
+                                 lg.structure.graph._in.edge_rows)[1:])
     return derived(s.graph, _self_loops, s.num_src, s.num_dst)
+
+
+def _compiled_loops(s: Structure, lg: LoopGraph) -> bool:
+    """Whether ``lg`` is the loop graph compiled code derives by an op (``with_loops``)."""
+    return torch.compiler.is_compiling() and not s.padded and lg.num_loops == min(s.num_src, s.num_dst)
+
+
+@torch.library.custom_op("seastar::loop_ids", mutates_args=())
+def loop_ids_op(graph: List[torch.Tensor], kind: List[int], num_loops: int,
+                loop_edge_rows: torch.Tensor) -> List[torch.Tensor]:
+    """``LoopIds`` of the given graph, whose loop graph has ``loop_edge_rows`` edges."""
+    g = resolve(graph, kind)
+    ids = g.derive(_loop_ids, g.num_src, g.num_dst, num_loops)
+    return [t.clone() for t in ids]  # copies: compiled code owns its outputs
+
+
+@loop_ids_op.register_fake
+def _loop_ids_fake(graph, kind, num_loops, loop_edge_rows):
+    # the kept edges are the loop graph's but its loops: sizes compiled code can add back up
+    num_loop_edges = torch.library.get_ctx().new_dynamic_size()
+    handle = graph[0]
+    return [handle.new_empty(loop_edge_rows.shape[0] - num_loops), handle.new_empty(num_loop_edges),
+            handle.new_empty(num_loop_edges)]
 
 
 def _self_loops(graph, num_src: int, num_dst: int):
@@ -157,11 +188,11 @@ def loop_values(lg: LoopGraph, ids: LoopIds, values: torch.Tensor, fill, mode: s
                              f"existing loops are replaced")
         loops = fill_values(fill, values, None, lg.num_loops)
         if mode == "remaining":
-            if ids.loop_edges.numel():
+            if torch.compiler.is_compiling() or ids.loop_edges.numel():  # compiled: a size it cannot read
                 # PyG's assignment (index_put): with several loops at a vertex one value wins and,
                 # in backward, every one of them receives the loop's gradient
                 loops = loops.index_put((ids.loop_vertex.to(dev),), values[ids.loop_edges.to(dev)])
-        elif ids.loop_edges.numel():
+        elif torch.compiler.is_compiling() or ids.loop_edges.numel():
             loops = loops.index_add(0, ids.loop_vertex.to(dev), values[ids.loop_edges.to(dev)])
     else:
         raise ValueError(f"unknown self-loop mode {mode!r}")

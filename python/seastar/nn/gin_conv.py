@@ -80,8 +80,9 @@ class GINConv(HomogeneousLayer):
 
     def _self_term(self, x_dst: torch.Tensor) -> torch.Tensor:
         """``(1 + eps) * x_dst``; ``x_dst`` itself when eps is a fixed 0 (the default), no copy.
-        Only a CPU eps is read: reading a GPU one would wait for the device on every call."""
-        if not self.eps.requires_grad and self.eps.device.type == "cpu" and float(self.eps) == 0.0:
+        Only a CPU eps is read: reading a GPU one would wait for the device on every call, and
+        compiled code reads none (torch.export takes it as an input: its value is data there)."""
+        if not torch.compiler.is_compiling() and not self.eps.requires_grad and self.eps.device.type == "cpu" and float(self.eps) == 0.0:
             return x_dst
         return (1.0 + self.eps.to(x_dst.dtype)) * x_dst
 

@@ -6,6 +6,7 @@ from typing import List, Mapping, Optional
 import torch
 from torch import nn
 
+from ..derived_graphs import Derivation, derive, register
 from ..graph import Graph
 from ..graph_ops import derived
 from ._utils import check_graph
@@ -16,7 +17,11 @@ AGGRS = ("sum", "mean", "max", "min", "cat")
 
 def relation_subgraph(graph: Graph, relation: int) -> Graph:
     """The edges of one relation over all of ``graph``'s vertices (node types kept, no edge types),
-    built once per (graph, relation) and cached."""
+    built once per (graph, relation) and kept by the graph; inside compiled code derived by the op
+    ``seastar::derived_graph`` for whatever graph comes at run time."""
+    if torch.compiler.is_compiling():
+        kind = graph._kind._replace(has_edge_types=False, num_edge_types=0)
+        return derive(graph, "relation_subgraph", int(relation), kind)
     return derived(graph, _relation_subgraph, int(relation))
 
 
@@ -26,7 +31,12 @@ def _relation_subgraph(graph: Graph, relation: int) -> Graph:
     typed = {}
     if graph.has_node_types:
         typed = dict(node_type=graph.node_type, num_node_types=graph.num_node_types)
-    return Graph.from_edge_index(graph.edge_index.long()[:, keep], num_nodes=graph.num_nodes, **typed)
+    sizes = (graph.num_src, graph.num_dst) if graph.is_bipartite else graph.num_nodes
+    return Graph.from_edge_index(graph.edge_index.long()[:, keep], num_nodes=sizes, **typed)
+
+
+# the same vertices, an edge count that depends on the types
+register("relation_subgraph", Derivation(_relation_subgraph, square_of_sources=False, same_edges=False))
 
 
 class HeteroConv(nn.Module):

@@ -15,10 +15,13 @@ from ..graph_ops import derived
 from ..program import vertex_program
 from ._precision import float32_inside
 from ._programs import hgt_pairs
+from ..derived_graphs import Derivation, derive, register
+from ..derived_graphs import typed_square as derived_typed_square
 from ._structure import typed_square
 from ._utils import check_graph, dense, glorot, zeros
-from .relations import (MODES, cheapest, edge_types, node_type_groups, per_edge_cost, per_pair_cost,
-                          per_relation, relation_pairs, typed_linear)
+from .node_types import node_type_groups, typed_linear
+from .relation_pairs import block_diagonal, relation_matmul, relation_pairs
+from .relations import MODES, cheapest, edge_types, per_edge_cost, per_pair_cost
 
 
 @vertex_program(name="hgt_typed")
@@ -41,8 +44,11 @@ def _head_maps(heads: int, d: int, dtype: torch.dtype, device: str):
 
 
 def _rows(t: torch.Tensor, n: int) -> torch.Tensor:
-    """``t`` with zero rows appended up to ``n`` rows."""
-    return t if t.shape[0] >= n else torch.cat([t, t.new_zeros((n - t.shape[0],) + t.shape[1:])])
+    """``t`` with zero rows appended up to ``n`` rows (``n >= t``'s rows). Compiled code appends
+    them even when there are none: whether there are depends on the graph's sizes."""
+    if not torch.compiler.is_compiling() and t.shape[0] >= n:
+        return t
+    return torch.cat([t, t.new_zeros((n - t.shape[0],) + t.shape[1:])])
 
 
 def is_metadata(obj) -> bool:
@@ -50,13 +56,6 @@ def is_metadata(obj) -> bool:
     return (isinstance(obj, (tuple, list)) and len(obj) == 2 and isinstance(obj[0], (list, tuple))
             and isinstance(obj[1], (list, tuple))
             and all(isinstance(t, tuple) and len(t) == 3 for t in obj[1]))
-
-
-def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
-    """[R, H, d, d] -> [R, H*d, H*d] with block ``h`` of relation ``r`` on the diagonal."""
-    r, h, d, e = blocks.shape
-    eye = torch.eye(h, dtype=blocks.dtype, device=blocks.device)
-    return torch.einsum("rhde,hg->rhdge", blocks, eye).reshape(r, h * d, h * e)
 
 
 class HGTConv(nn.Module):
@@ -188,8 +187,9 @@ class HGTConv(nn.Module):
             return self.mode
         if torch.compiler.is_compiling():
             # compiled code serves graphs of every size, so it cannot choose by their sizes: the
-            # typed programs, which need no per-graph structure beyond the graph's own
-            return "per_edge"
+            # pairs, whose transform is H times cheaper per row than the block-diagonal per-edge
+            # one and which the op seastar::relation_pairs gives per graph
+            return "per_pair"
         return cheapest(self.mode_costs(graph, x_grad))
 
     @float32_inside
@@ -241,7 +241,11 @@ class HGTConv(nn.Module):
             return graph
         ns, nd = graph.num_src, graph.num_dst
         if graph.has_edge_types:
+            if torch.compiler.is_compiling():  # derived by an op, for whatever block comes at run time
+                return derived_typed_square(graph, self.num_edge_types)
             return typed_square(graph.edge_index, graph.edge_type, ns, nd, self.num_edge_types, "HGTConv")
+        if torch.compiler.is_compiling():
+            return derive(graph, "untyped_square", 0, graph._kind._replace(bipartite=False))
         return derived(graph, _square, max(ns, nd))
 
     def _layer(self, graph: Graph, x_src: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor:
@@ -279,9 +283,8 @@ class HGTConv(nn.Module):
         else:
             pairs = relation_pairs(square, self.num_edge_types, "HGTConv")
             m = pairs.graph.num_nodes
-            kp = per_relation(k.view(n, H, d), pairs,
-                              lambda ks, r: torch.einsum("nhd,hde->nhe", ks, k_rel[r]) * mu[r].unsqueeze(-1), m)
-            vp = per_relation(val.view(n, H, d), pairs, lambda vs, r: torch.einsum("nhd,hde->nhe", vs, v_rel[r]), m)
+            kp = relation_matmul(k.view(n, H, d), pairs, k_rel * mu[:, :, None, None])
+            vp = relation_matmul(val.view(n, H, d), pairs, v_rel)
             agg = hgt_pairs(pairs.graph, backend=self.backend, k=kp, q=_rows(q, m).view(m, H, d), val=vp)
         out = typed_linear(F.gelu(agg[:nd].reshape(nd, C)), dst_groups, self.a_weight, self.a_bias)
         if self.in_channels == self.out_channels:
@@ -301,3 +304,14 @@ class HGTConv(nn.Module):
 def _square(graph: Graph, num_nodes: int) -> Graph:
     """An untyped block as the square graph of ``num_nodes`` vertices (its sources and destinations)."""
     return Graph.from_edge_index(graph.edge_index, num_nodes=num_nodes)
+
+
+def _square_of_sources(graph: Graph, arg: int) -> Graph:
+    if graph.num_dst > graph.num_src:
+        raise ValueError(f"HGTConv: a block with more destinations ({graph.num_dst}) than sources ({graph.num_src}) "
+                         f"has no square graph of its sources")
+    return _square(graph, graph.num_src)
+
+
+# compiled code derives an untyped block's square graph by the op seastar::derived_graph
+register("untyped_square", Derivation(_square_of_sources, square_of_sources=True, same_edges=True))

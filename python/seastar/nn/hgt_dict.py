@@ -33,7 +33,7 @@ from ._programs import hgt_pairs
 from ._structure import check_edge_index, from_sparse, is_sparse_tensor_like, is_torch_sparse
 from ._tensor_cache import GRAPHS
 from .hgt_conv import HGTConv, is_metadata
-from .relations import per_relation, relation_pairs
+from .relation_pairs import per_relation, relation_pairs
 
 
 class TypedWeight(nn.Module):

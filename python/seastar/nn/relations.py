@@ -1,15 +1,16 @@
 """The relational layers' toolkit (RGCNConv, HGTConv and their dict forms).
 
-Per-graph structure, computed once per graph and kept by it (``graph_ops.derived``): each edge's relation, the
-graph in (destination, relation) order, the per-relation normalisation, the distinct (source,
-relation) *pairs* behind the transform-then-aggregate path, vertices grouped by node type for
-typed linears. And the one cost model by which the layers choose between transforming per edge
+Per-graph structure, computed once per graph and kept by it (``graph_ops.derived``): each edge's
+relation, the graph in (destination, relation) order, the per-relation normalisation (the
+distinct (source, relation) *pairs* behind the transform-then-aggregate path are
+``relation_pairs``'s, vertices grouped by node type for typed linears ``node_types``'). And the
+one cost model by which the layers choose between transforming per edge
 and per (source, relation) pair: ``per_edge_cost``, ``per_pair_cost`` and ``cheapest``, used by
 ``RGCNConv.mode_costs`` (which adds its per-run and per-basis paths) and ``HGTConv.mode_costs``.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, NamedTuple, Optional
+from typing import Dict
 
 import torch
 
@@ -115,105 +116,3 @@ def _relation_norm(graph: Graph, num_relations: int, device: str, dtype, layer: 
     # would depend on the ids' values, which compiled code cannot know)
     count = torch.zeros(graph.num_nodes * num_relations, dtype=torch.int64).index_add_(0, key, torch.ones_like(key))
     return (1.0 / count[key].to(torch.float64)).unsqueeze(-1).to(device=device, dtype=dtype)
-
-
-class RelationPairs(NamedTuple):
-    """The distinct (source, relation) pairs of a typed graph and the graph that aggregates them.
-
-    ``src[p]`` is the source vertex of pair ``p`` (``None`` on an untyped graph, whose pairs are
-    its vertices and whose pair graph is itself); pairs are sorted by relation, ``counts[r]`` of
-    relation ``r``. ``graph`` has ``max(N, P)`` vertices and edge ``e`` runs from the pair
-    ``(src_e, type_e)`` to ``dst_e``: the same edges in the same order (edge ids, and so bound
-    edge tensors like ``norm``, are shared with the original graph). A value computed once per
-    pair is bound as a vertex tensor of this graph (rows ``0..P-1``, zero-padded), and an
-    untyped program over it aggregates exactly what a typed per-edge program would.
-    """
-
-    graph: Graph
-    src: Optional[torch.Tensor]
-    counts: List[int]
-    num_pairs: int
-    num_edges: int
-
-
-def relation_pairs(graph: Graph, num_relations: int, layer: str = "RGCNConv") -> RelationPairs:
-    return derived(graph, _relation_pairs, num_relations, layer)
-
-
-def _relation_pairs(graph: Graph, num_relations: int, layer: str) -> RelationPairs:
-    n = graph.num_nodes
-    if not graph.has_edge_types:  # one relation: every vertex is its own pair
-        return RelationPairs(graph, None, [n], n, graph.num_edges)
-    t = edge_types(graph, num_relations, layer)
-    src, dst = graph.edge_index.long()
-    pairs, pair_of_edge = torch.unique(t * n + src, return_inverse=True)  # sorted: grouped by relation
-    counts = torch.bincount(pairs // n, minlength=num_relations).tolist()
-    p = pairs.numel()
-    g = Graph.from_edge_index(torch.stack([pair_of_edge, dst]), num_nodes=max(n, p))
-    return RelationPairs(g, pairs % n, counts, p, graph.num_edges)
-
-
-def per_relation(x: torch.Tensor, pairs: RelationPairs, fn: Callable[[torch.Tensor, int], torch.Tensor],
-                 rows: Optional[int] = None) -> torch.Tensor:
-    """``fn(x[src of relation r's pairs], r)`` for every relation, stacked in pair order and
-    zero-padded to ``rows`` (the pair graph's vertex count): one dense GEMM per relation."""
-    xs = x if pairs.src is None else x.index_select(0, pairs.src.to(x.device))
-    chunks = [fn(c, r) for r, c in enumerate(torch.split(xs, pairs.counts)) if c.shape[0] > 0]
-    out = torch.cat(chunks) if chunks else None
-    rows = pairs.num_pairs if rows is None else rows
-    if out is None:
-        shape = fn(xs[:0], 0).shape[1:]
-        return x.new_zeros((rows,) + tuple(shape))
-    if rows > out.shape[0]:
-        out = torch.cat([out, out.new_zeros((rows - out.shape[0],) + out.shape[1:])])
-    return out
-
-
-class NodeTypeGroups(NamedTuple):
-    """Vertices sorted by node type: ``perm`` (sorted order), ``inv`` (its inverse), ``counts``."""
-
-    perm: Optional[torch.Tensor]
-    inv: Optional[torch.Tensor]
-    counts: List[int]
-
-
-def node_type_groups(graph: Graph, num_node_types: int, layer: str,
-                     side: str = "src") -> NodeTypeGroups:
-    """The graph's vertices grouped by node type: a square graph's vertices, a bipartite graph's
-    sources (``side="src"``) or destinations (``side="dst"``, the first ``num_dst`` sources)."""
-    return derived(graph, _node_type_groups, num_node_types, layer, side)
-
-
-def _node_type_groups(graph: Graph, num_node_types: int, layer: str, side: str) -> NodeTypeGroups:
-    n = graph.num_src if side == "src" else graph.num_dst
-    if not graph.has_node_types:
-        return NodeTypeGroups(None, None, [n] + [0] * (num_node_types - 1))
-    if graph.num_node_types != num_node_types:
-        raise ValueError(f"{layer}: the graph has {graph.num_node_types} node types but the layer has "
-                         f"{num_node_types}")
-    t = graph.node_type[:n].long()
-    perm = torch.argsort(t, stable=True)
-    inv = torch.empty_like(perm)
-    inv[perm] = torch.arange(n)
-    counts = torch.bincount(t, minlength=num_node_types).tolist()
-    if max(counts, default=0) == n:  # a single type in use: no permutation needed
-        return NodeTypeGroups(None, None, counts)
-    return NodeTypeGroups(perm, inv, counts)
-
-
-def typed_linear(x: torch.Tensor, groups: NodeTypeGroups, weight: torch.Tensor,
-                 bias: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """``x_i @ weight[t_i] + bias[t_i]`` per vertex type ``t_i``: one dense GEMM per node type
-    (``weight`` [T, in, out], ``bias`` [T, out])."""
-    if groups.perm is None:
-        t = max(range(len(groups.counts)), key=lambda i: groups.counts[i])
-        out = x @ weight[t]
-        return out if bias is None else out + bias[t]
-    xs = x.index_select(0, groups.perm.to(x.device))
-    outs = []
-    for t, c in enumerate(torch.split(xs, groups.counts)):
-        if c.shape[0] == 0:
-            continue
-        o = c @ weight[t]
-        outs.append(o if bias is None else o + bias[t])
-    return torch.cat(outs).index_select(0, groups.inv.to(x.device))

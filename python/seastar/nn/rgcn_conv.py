@@ -21,8 +21,9 @@ from ._structure import pad_rows
 from ._typed_inputs import typed_call
 from ._utils import dense, glorot, zeros
 from .rgcn_runs import build_run_plan, count_runs, device_plan, per_run_conv
+from .relation_pairs import relation_matmul, relation_pairs, relation_rows
 from .relations import (MATVEC_COST, MODES, PAIR_MARGIN, ROW_COST, cheapest, csc_ordered,  # noqa: F401
-                          edge_types, per_edge_cost, per_pair_cost, per_relation, relation_norm, relation_pairs)
+                          edge_types, per_edge_cost, per_pair_cost, relation_norm)
 
 RGCN_MODES = MODES + ("per_run", "per_basis")
 
@@ -78,12 +79,6 @@ def _device_run_plan(graph: Graph, direction: str, num_relations: int, device: s
 COMPILED_PER_RUN = ("RGCNConv: mode='per_run' does not run inside torch.compile / torch.export (its autograd over "
                     "run chunks is hand-written); use mode='auto' (which then picks among the other paths), "
                     "'per_pair', 'per_edge' or 'per_basis'")
-
-
-COMPILED_PER_PAIR = ("RGCNConv: mode='per_pair' reads the distinct (source, relation) pairs off a graph held "
-                     "outside the compiled code; inside torch.compile / torch.export with an edge_index, a "
-                     "sampled block or a graph argument of torch.export use mode='auto' (the typed programs), "
-                     "'per_edge' or 'per_basis', or export with the graph bound (seastar.nn.WithGraph(model, graph))")
 
 
 # ---- the layer -------------------------------------------------------------------------------------
@@ -254,14 +249,13 @@ class RGCNConv(nn.Module):
             return "per_pair"
         if torch.compiler.is_compiling() and self.mode == "per_run":
             raise NotImplementedError(COMPILED_PER_RUN)
-        if torch.compiler.is_compiling() and self.mode == "per_pair" and graph._const is None:
-            raise NotImplementedError(COMPILED_PER_PAIR)
         if self.mode != "auto":
             return self.mode
         if torch.compiler.is_compiling():
             # compiled code serves graphs of every size, so it cannot choose by their sizes: the
-            # typed programs, which need no per-graph structure beyond the graph's own
-            return "per_basis" if self.num_bases is not None else "per_edge"
+            # basis program with bases, else the pairs, whose transform is never costlier than
+            # the per-edge one (P <= E) and which the op seastar::relation_pairs gives per graph
+            return "per_basis" if self.num_bases is not None else "per_pair"
         return cheapest(self.mode_costs(graph, x_grad))
 
     def _num_runs(self, graph: Graph) -> int:
@@ -329,7 +323,7 @@ class RGCNConv(nn.Module):
             return torch.zeros(graph.num_nodes, self.out_channels, dtype=dtype, device=idx.device)
         W = self.relation_weights().to(dtype)
         pairs = relation_pairs(graph, self.num_relations)
-        h = per_relation(idx, pairs, lambda rows, r: W[r][rows], rows=pairs.graph.num_nodes)
+        h = relation_rows(W, pairs, idx)
         if self.aggr == "mean":
             norm = relation_norm(graph, self.num_relations, h.device, h.dtype)
             out = weighted_sum(pairs.graph, backend=self.backend, h=h, w=norm)
@@ -350,7 +344,7 @@ class RGCNConv(nn.Module):
             fwd, dfwd, reversed_plans = self._run_plans(graph, norm, x.device)
             return per_run_conv(x, W, fwd, dfwd, reversed_plans, backend=self.backend)
         pairs = relation_pairs(graph, self.num_relations)
-        h = per_relation(x, pairs, lambda xs, r: xs @ W[r], rows=pairs.graph.num_nodes)
+        h = relation_matmul(x, pairs, W)
         if norm is None:
             out = neighbour_sum(pairs.graph, backend=self.backend, h=h)
         else:
