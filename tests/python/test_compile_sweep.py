@@ -49,6 +49,7 @@ OPTIONS = {
     "gat": (lambda: snn.GATConv(F_IN, 3, heads=2), ()),
     "gat_mean_no_loops": (lambda: snn.GATConv(F_IN, 3, heads=2, concat=False, add_self_loops=False), ()),
     "gat_edge_dim": (lambda: snn.GATConv(F_IN, 3, heads=2, edge_dim=2, add_self_loops=False), ("edge_attr",)),
+    "gat_edge_dim_loops": (lambda: snn.GATConv(F_IN, 3, heads=2, edge_dim=2, fill_value="mean"), ("edge_attr",)),
     "sage_mean": (lambda: snn.SAGEConv(F_IN, 3), ()),
     "sage_max_normalize": (lambda: snn.SAGEConv(F_IN, 3, aggr="max", normalize=True), ()),
     "sage_multi": (lambda: snn.SAGEConv(F_IN, 3, aggr=["mean", "max", "sum"]), ()),
