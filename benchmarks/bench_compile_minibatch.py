@@ -1,16 +1,19 @@
 """Mini-batch training compiled against eager: one torch.compile for every batch of a loader.
 
     python benchmarks/bench_compile_minibatch.py [--quick] [--num-nodes N] [--batch-size B]
-        [--fanouts 15,10] [--max-batches K] [--models sage,gat,rgcn] [--backend inductor]
-        [--dynamic none|true] [--out benchmarks/results/compile_minibatch.json]
+        [--fanouts 15,10] [--max-batches K (0: an epoch)] [--models sage,gat,rgcn,hgt]
+        [--backend inductor] [--dynamic none|true] [--out benchmarks/results/compile_minibatch.json]
 
-Per model (a two-layer GraphSAGE, GAT or R-GCN on the synthetic node-classification graph,
-Adam): an epoch of ``max-batches`` batches eager, then the same batches with the model
-(its two layers and the loss) under ``torch.compile(fullgraph=True)``. Reported: the first
-compiled step (mostly compilation) and the second, how many times torch compiled over the epoch (entries in Dynamo's cache, which
-a recompile per batch would grow), graph breaks, and the epoch time of both from the third batch
-on, with the per-step median. The loader's sampling runs on its own threads in both epochs.
-``--quick``: a small graph, a few batches (a smoke run on a laptop or CI).
+Per model (a two-layer GraphSAGE, GAT, R-GCN or HGT on the synthetic node-classification graph,
+the typed models on the same edges with random relations and node types; Adam): an eager copy
+and a compiled copy (its two layers and the loss under ``torch.compile(fullgraph=True)``) train
+on the same batches, interleaved: every batch is a step of each, in alternating order, each
+timed to the end of its optimizer step (the loader samples on its own threads). Reported: the
+first compiled step (mostly compilation) and the second, how many times torch compiled over
+the run (entries in Dynamo's cache, which a recompile per batch would grow), graph breaks, and
+from the third batch on the sum, the median and the quartiles of each one's steps, with the
+ratio eager / compiled (above 1: compiled is faster). ``--quick``: a small graph, a few batches
+(a smoke run on a laptop or CI).
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ import torch.nn.functional as F  # noqa: E402
 import seastar as ss  # noqa: E402
 import seastar.nn as snn  # noqa: E402
 from _paths import portable  # noqa: E402
+from seastar.progress import bar  # noqa: E402
 
 
 class TwoLayers(torch.nn.Module):
@@ -45,60 +49,70 @@ class TwoLayers(torch.nn.Module):
         return F.cross_entropy(self.conv2(block1, F.relu(self.conv1(block0, x))), y)
 
 
-def make_model(name: str, f: int, classes: int, relations: int) -> TwoLayers:
+def make_model(name: str, f: int, classes: int, relations: int, node_types: int) -> TwoLayers:
     if name == "sage":
         return TwoLayers(snn.SAGEConv(f, 256), snn.SAGEConv(256, classes))
     if name == "gat":
         return TwoLayers(snn.GATConv(f, 64, heads=4), snn.GATConv(256, classes, concat=False))
     if name == "rgcn":
         return TwoLayers(snn.RGCNConv(f, 64, relations), snn.RGCNConv(64, classes, relations))
+    if name == "hgt":
+        return TwoLayers(snn.HGTConv(f, 64, node_types, relations, heads=4),
+                         snn.HGTConv(64, classes, node_types, relations))
     raise ValueError(f"unknown model {name!r}")
 
 
-def epoch(step, batches):
-    """Per-step times of ``step`` over ``batches`` (each timed to the end of its optimizer step)."""
-    times = []
-    for b in batches:
+def stepper(m):
+    """One training step of ``m`` on a batch, timed to the end of its optimizer step."""
+    opt = torch.optim.Adam(m.parameters(), lr=0.003)
+
+    def step(b):
         t0 = time.perf_counter()
-        step(b)
-        times.append(time.perf_counter() - t0)
-    return times
+        opt.zero_grad()
+        loss = m(b.blocks[0], b.blocks[1], b.x, b.y)
+        loss.backward()
+        opt.step()
+        return time.perf_counter() - t0
+    return step
 
 
-def run_model(name: str, ds, batches, args) -> dict:
+def spread(times) -> dict:
+    q = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
+    return dict(sum_s=sum(times), median_ms=1e3 * q[1], q1_ms=1e3 * q[0], q3_ms=1e3 * q[2])
+
+
+def run_model(name: str, ds, loader, args) -> dict:
     torch.manual_seed(0)
-    eager = make_model(name, ds.x.shape[1], ds.num_classes, args.relations)
-    model = make_model(name, ds.x.shape[1], ds.num_classes, args.relations)
+    eager = make_model(name, ds.x.shape[1], ds.num_classes, args.relations, args.node_types)
+    model = make_model(name, ds.x.shape[1], ds.num_classes, args.relations, args.node_types)
     model.load_state_dict(eager.state_dict())
     dynamic = {"none": None, "true": True}[args.dynamic]
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     compiled = torch.compile(model, fullgraph=True, dynamic=dynamic, backend=args.backend)
-
-    def stepper(m):
-        opt = torch.optim.Adam(m.parameters(), lr=0.003)
-
-        def step(b):
-            opt.zero_grad()
-            loss = m(b.blocks[0], b.blocks[1], b.x, b.y)
-            loss.backward()
-            opt.step()
-        return step
-
-    eager_t = epoch(stepper(eager), batches)
-    compiled_t = epoch(stepper(compiled), batches)
+    steps = dict(eager=stepper(eager), compiled=stepper(compiled))
+    times = dict(eager=[], compiled=[])
+    for i, b in enumerate(bar(loader, desc=name, total=args.max_batches or len(loader))):
+        if args.max_batches and i == args.max_batches:
+            break
+        for which in (("eager", "compiled") if i % 2 else ("compiled", "eager")):
+            times[which].append(steps[which](b))
+    if len(times["eager"]) < 3:
+        raise SystemExit("need at least 3 batches (--max-batches, --num-nodes)")
     compiles = len(torch._dynamo.eval_frame._debug_get_cache_entry_list(TwoLayers.forward.__code__))
-    steady = slice(2, None)  # after any second compile
+    steady = {k: t[2:] for k, t in times.items()}  # after any second compile
+    modes = {}
+    for layer in ("conv1", "conv2"):
+        mode = getattr(getattr(eager, layer), "last_mode", None)
+        if mode is not None:
+            modes[layer] = mode
     return dict(
-        model=name, batches=len(batches), backend=args.backend, dynamic=args.dynamic,
-        first_step_s=dict(eager=eager_t[0], compiled=compiled_t[0]),
-        second_step_s=dict(eager=eager_t[1], compiled=compiled_t[1]),
-        compiles=compiles,
-        graph_breaks=sum(torch._dynamo.utils.counters["graph_break"].values()),
-        epoch_s_from_batch_3=dict(eager=sum(eager_t[steady]), compiled=sum(compiled_t[steady])),
-        median_step_ms=dict(eager=1e3 * statistics.median(eager_t[steady]),
-                            compiled=1e3 * statistics.median(compiled_t[steady])),
-        speedup=sum(eager_t[steady]) / sum(compiled_t[steady]),
+        model=name, batches=len(times["eager"]), backend=args.backend, dynamic=args.dynamic,
+        first_step_s={k: t[0] for k, t in times.items()}, second_step_s={k: t[1] for k, t in times.items()},
+        compiles=compiles, graph_breaks=sum(torch._dynamo.utils.counters["graph_break"].values()),
+        from_batch_3={k: spread(t) for k, t in steady.items()},
+        eager_over_compiled=sum(steady["eager"]) / sum(steady["compiled"]),
+        eager_paths=modes,
     )
 
 
@@ -107,11 +121,12 @@ def main():
     p.add_argument("--num-nodes", type=int, default=1_000_000)
     p.add_argument("--avg-degree", type=float, default=20.0)
     p.add_argument("--features", type=int, default=100)
-    p.add_argument("--relations", type=int, default=4, help="edge types of the R-GCN graph")
+    p.add_argument("--relations", type=int, default=4, help="edge types of the typed graph")
+    p.add_argument("--node-types", type=int, default=3, help="node types of the typed graph (HGT)")
     p.add_argument("--fanouts", default="15,10")
     p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--max-batches", type=int, default=40)
-    p.add_argument("--models", default="sage,gat,rgcn")
+    p.add_argument("--max-batches", type=int, default=40, help="batches per model; 0: one epoch")
+    p.add_argument("--models", default="sage,gat,rgcn,hgt")
     p.add_argument("--backend", default="inductor")
     p.add_argument("--dynamic", default="none", choices=("none", "true"))
     p.add_argument("--quick", action="store_true", help="a small graph and 8 batches (smoke run)")
@@ -125,29 +140,27 @@ def main():
     t0 = time.perf_counter()
     ds = ss.datasets.synthetic_node_classification(args.num_nodes, avg_degree=args.avg_degree, num_classes=10,
                                                    num_features=args.features, seed=0)
-    # the R-GCN's graph: the same edges with a relation each
+    # the typed models' graph: the same edges with a relation each, a node type per vertex
     gen = torch.Generator().manual_seed(1)
     ei = ds.graph.edge_index
     typed = ss.Graph.from_edge_index(ei, num_nodes=args.num_nodes, num_edge_types=args.relations,
-                                     edge_type=torch.randint(0, args.relations, (ei.shape[1],), generator=gen))
+                                     edge_type=torch.randint(0, args.relations, (ei.shape[1],), generator=gen),
+                                     num_node_types=args.node_types,
+                                     node_type=torch.randint(0, args.node_types, (args.num_nodes,), generator=gen))
     build_s = time.perf_counter() - t0
     results = []
     for name in args.models.split(","):
-        graph = typed if name == "rgcn" else ds.graph
+        graph = typed if name in ("rgcn", "hgt") else ds.graph
         loader = ss.loader.NeighborLoader((graph, ds.x, ds.y), num_neighbors=fanouts, batch_size=args.batch_size,
-                                          input_nodes=ds.train_mask, seed=1)
-        batches = []
-        for b in loader:  # the same batches for both epochs, sampled before either
-            batches.append(b)
-            if len(batches) == args.max_batches:
-                break
-        if len(batches) < 3:
-            raise SystemExit("need at least 3 batches (--max-batches, --num-nodes)")
-        res = run_model(name, ds, batches, args)
-        print(f"{name}: {res['compiles']} compiles, {res['graph_breaks']} graph breaks; first step "
-              f"{res['first_step_s']['compiled']:.1f} s compiled ({res['first_step_s']['eager']:.2f} s eager); "
-              f"epoch from batch 3: {res['epoch_s_from_batch_3']['compiled']:.2f} s compiled, "
-              f"{res['epoch_s_from_batch_3']['eager']:.2f} s eager (x{res['speedup']:.2f})", flush=True)
+                                          input_nodes=ds.train_mask, seed=1, drop_last=True)
+        res = run_model(name, ds, loader, args)
+        e, c = res["from_batch_3"]["eager"], res["from_batch_3"]["compiled"]
+        print(f"{name}: {res['batches']} batches, {res['compiles']} compiles, {res['graph_breaks']} graph breaks; "
+              f"first step {res['first_step_s']['compiled']:.1f} s compiled ({res['first_step_s']['eager']:.2f} s "
+              f"eager); from batch 3: {c['sum_s']:.2f} s compiled, {e['sum_s']:.2f} s eager, eager/compiled "
+              f"x{res['eager_over_compiled']:.2f}; median step {c['median_ms']:.1f} ms [{c['q1_ms']:.1f}, "
+              f"{c['q3_ms']:.1f}] compiled, {e['median_ms']:.1f} ms [{e['q1_ms']:.1f}, {e['q3_ms']:.1f}] eager",
+              flush=True)
         results.append(res)
     meta = dict(num_nodes=args.num_nodes, avg_degree=args.avg_degree, features=args.features, fanouts=fanouts,
                 batch_size=args.batch_size, edges=ds.graph.num_edges, build_s=build_s, quick=args.quick,

@@ -68,10 +68,8 @@ def loop_ids(s: Structure, lg: LoopGraph) -> LoopIds:
 
 def self_loops(s: Structure):
     """The ids of the graph's self loops and their vertices (int64), kept by the graph."""
-    if torch.compiler.is_compiling() and not s.padded:
-        lg = with_loops(s)
-        return tuple(loop_ids_op(s.graph._in.op_args(), kind_ints(s.graph), lg.num_loops,
-                                 lg.structure.graph._in.edge_rows)[1:])
+    if torch.compiler.is_compiling() and not s.padded:  # by the op of loop_ids
+        return tuple(loop_ids(s, with_loops(s))[1:])
     return derived(s.graph, _self_loops, s.num_src, s.num_dst)
 
 

@@ -19,8 +19,9 @@ from ..derived_graphs import Derivation, derive, register
 from ..derived_graphs import typed_square as derived_typed_square
 from ._structure import typed_square
 from ._utils import check_graph, dense, glorot, zeros
+from ._row_ops import gather_rows
 from .node_types import node_type_groups, typed_linear
-from .relation_pairs import block_diagonal, relation_matmul, relation_pairs
+from .relation_pairs import relation_matmul, relation_pairs
 from .relations import MODES, cheapest, edge_types, per_edge_cost, per_pair_cost
 
 
@@ -56,6 +57,13 @@ def is_metadata(obj) -> bool:
     return (isinstance(obj, (tuple, list)) and len(obj) == 2 and isinstance(obj[0], (list, tuple))
             and isinstance(obj[1], (list, tuple))
             and all(isinstance(t, tuple) and len(t) == 3 for t in obj[1]))
+
+
+def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
+    """[R, H, d, e] -> [R, H*d, H*e] with block ``h`` of relation ``r`` on the diagonal."""
+    r, h, d, e = blocks.shape
+    eye = torch.eye(h, dtype=blocks.dtype, device=blocks.device)
+    return torch.einsum("rhde,hg->rhdge", blocks, eye).reshape(r, h * d, h * e)
 
 
 class HGTConv(nn.Module):
@@ -292,7 +300,7 @@ class HGTConv(nn.Module):
                 nt = tensor_of(graph, "node_type")[:nd].long().to(x_dst.device)
             else:
                 nt = torch.zeros(nd, dtype=torch.long, device=x_dst.device)
-            beta = torch.sigmoid(self.skip)[nt].unsqueeze(-1)
+            beta = gather_rows(torch.sigmoid(self.skip).unsqueeze(-1), nt)
             out = beta * out + (1.0 - beta) * x_dst
         return out
 

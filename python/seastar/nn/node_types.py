@@ -15,7 +15,7 @@ import torch
 
 from ..graph import Graph, tensor_of
 from ..graph_ops import derived
-from ._segment import segment_matmul
+from ._row_ops import gather_rows, segment_matmul
 
 
 class NodeTypeGroups(NamedTuple):
@@ -65,12 +65,12 @@ def typed_linear(x: torch.Tensor, groups: NodeTypeGroups, weight: torch.Tensor,
         t = max(range(len(groups.counts)), key=lambda i: groups.counts[i])
         out = x @ weight[t]
         return out if bias is None else out + bias[t]
-    xs = x.index_select(0, groups.perm.to(x.device))
+    xs = gather_rows(x, groups.perm.to(x.device))
     if isinstance(groups.counts, torch.Tensor):
         out = segment_matmul(xs, groups.counts, weight)
         if bias is not None:
-            out = out + bias.index_select(0, groups.sorted_type.to(x.device))
-        return out.index_select(0, groups.inv.to(x.device))
+            out = out + gather_rows(bias, groups.sorted_type.to(x.device))
+        return gather_rows(out, groups.inv.to(x.device))
     outs = []
     for t, c in enumerate(torch.split(xs, groups.counts)):
         if c.shape[0] == 0:

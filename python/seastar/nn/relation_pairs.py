@@ -20,7 +20,7 @@ import torch
 from ..graph import Graph
 from ..graph_inputs import GraphKind, GraphTensors, graph_class, kind_ints, resolve, rows, static_int
 from ..graph_ops import derived
-from ._segment import segment_matmul
+from ._row_ops import gather_rows, segment_matmul
 from .relations import edge_types
 
 
@@ -82,28 +82,17 @@ def per_relation(x: torch.Tensor, pairs: RelationPairs, fn: Callable[[torch.Tens
     return out
 
 
-def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
-    """[R, H, d, e] -> [R, H*d, H*e] with block ``h`` of relation ``r`` on the diagonal."""
-    r, h, d, e = blocks.shape
-    eye = torch.eye(h, dtype=blocks.dtype, device=blocks.device)
-    return torch.einsum("rhde,hg->rhdge", blocks, eye).reshape(r, h * d, h * e)
-
-
 def relation_matmul(x: torch.Tensor, pairs: RelationPairs, weight: torch.Tensor) -> torch.Tensor:
     """``x[src of each pair] @ weight[relation of the pair]``, one row per vertex of the pair
     graph (zero rows past the pairs): ``x`` [N, in] with ``weight`` [R, in, out], or per head
     ``x`` [N, H, d] with ``weight`` [R, H, d, e]."""
-    heads = weight.dim() == 4
     rows = pairs.graph.num_nodes
     if not isinstance(pairs.counts, torch.Tensor):  # eager: a GEMM per relation, by sizes known here
-        if heads:
+        if weight.dim() == 4:
             return per_relation(x, pairs, lambda xs, r: torch.einsum("nhd,hde->nhe", xs, weight[r]), rows)
         return per_relation(x, pairs, lambda xs, r: xs @ weight[r], rows)
-    table = block_diagonal(weight) if heads else weight
-    table = torch.cat([table, table.new_zeros((1,) + tuple(table.shape[1:]))])  # the padding rows' "relation"
-    xs = x.index_select(0, pairs.src.to(x.device))
-    out = segment_matmul(xs.reshape(xs.shape[0], -1), pairs.counts, table)
-    return out.view(out.shape[0], weight.shape[1], weight.shape[3]) if heads else out
+    table = torch.cat([weight, weight.new_zeros((1,) + tuple(weight.shape[1:]))])  # the padding rows' "relation"
+    return segment_matmul(gather_rows(x, pairs.src.to(x.device)), pairs.counts, table)
 
 
 def relation_rows(table: torch.Tensor, pairs: RelationPairs, index: torch.Tensor) -> torch.Tensor:

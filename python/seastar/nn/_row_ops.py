@@ -1,0 +1,157 @@
+"""Row operations compiled code calls as ops: a dense product per group of rows, and row gathers.
+
+``seastar::segment_matmul``:
+
+``out[rows of group g] = x[rows of group g] @ weight[g]``, the groups' sizes given as a tensor
+``counts``; per head, ``x`` [N, H, d] and ``weight`` [G, H, d, e], each head by its own matrix. The typed linears and the per-relation transforms group rows by node type or relation;
+eagerly they split by sizes known in Python (kept by the graph), but compiled code serves graphs of
+every size, so their sizes are data there. This op takes them as data, and compiled code sees only
+its output's shape, ``[rows of x, columns of weight]``: symbolic like ``x``'s, whatever the groups.
+Its gradients are ops of the same kind (``segment_matmul`` with the transposed weights for ``x``,
+``segment_outer`` for ``weight``), so a compiled backward needs no graph break either.
+
+``gather_rows(table, index)``: ``table.index_select(0, index)`` inside compiled code, as the op
+``seastar::gather_rows`` whose gradient is ``seastar::scatter_add_rows`` (ATen's ``index_add_``).
+The typed layers gather many rows by index (vertices by type, pairs by source); the gradient of a
+gather is a scatter-add, and the one Inductor generates for CPUs adds element by element, several
+times slower than ATen's on those sizes. Eagerly it is ``index_select`` itself.
+"""
+from __future__ import annotations
+
+from typing import List
+
+import torch
+
+
+def _bounds(counts: torch.Tensor, rows: int, op: str) -> List[int]:
+    sizes = [int(c) for c in counts.tolist()]
+    if any(c < 0 for c in sizes) or sum(sizes) != rows:
+        raise ValueError(f"seastar::{op}: the group sizes {sizes} must be non-negative and add up to the {rows} rows")
+    return sizes
+
+
+def _check(x: torch.Tensor, counts: torch.Tensor, weight: torch.Tensor) -> None:
+    heads = x.dim() == 3
+    if (x.dim() not in (2, 3) or weight.dim() != x.dim() + 1 or weight.shape[1:-1] != x.shape[1:]
+            or counts.dim() != 1 or counts.numel() != weight.shape[0]):
+        raise ValueError(f"seastar::segment_matmul: x {tuple(x.shape)}, counts {tuple(counts.shape)} and weight "
+                         f"{tuple(weight.shape)} do not fit ([N, in], [G], [G, in, out]"
+                         f"{'' if heads else ' or [N, H, d], [G], [G, H, d, e]'})")
+
+
+def _product(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
+    if x.dim() == 2:
+        torch.mm(x, w, out=out)
+    else:  # heads: [n, H, d] @ [H, d, e], as a batch over heads
+        out.copy_(torch.bmm(x.transpose(0, 1), w).transpose(0, 1))
+
+
+@torch.library.custom_op("seastar::segment_matmul", mutates_args=())
+def segment_matmul(x: torch.Tensor, counts: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``x`` [N, in] in groups of ``counts`` [G] rows, ``weight`` [G, in, out] -> [N, out]; or
+    ``x`` [N, H, d], ``weight`` [G, H, d, e] -> [N, H, e]."""
+    _check(x, counts, weight)
+    out = x.new_empty(x.shape[:-1] + weight.shape[-1:])
+    start = 0
+    for g, c in enumerate(_bounds(counts, x.shape[0], "segment_matmul")):
+        if c:
+            _product(x[start:start + c], weight[g], out[start:start + c])
+        start += c
+    return out
+
+
+@segment_matmul.register_fake
+def _segment_matmul_fake(x, counts, weight):
+    return x.new_empty(tuple(x.shape[:-1]) + (weight.shape[-1],))
+
+
+@torch.library.custom_op("seastar::segment_outer", mutates_args=())
+def segment_outer(x: torch.Tensor, grad: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """``x_g^T @ grad_g`` per group (per head) -> [G, in, out] or [G, H, d, e] (zeros for an
+    empty group): the weight's gradient."""
+    out = x.new_zeros((counts.numel(),) + tuple(x.shape[1:]) + (grad.shape[-1],))
+    start = 0
+    for g, c in enumerate(_bounds(counts, x.shape[0], "segment_outer")):
+        if c:
+            xg, gg = x[start:start + c], grad[start:start + c]
+            if x.dim() == 2:
+                torch.mm(xg.t(), gg, out=out[g])
+            else:
+                torch.bmm(xg.permute(1, 2, 0), gg.transpose(0, 1), out=out[g])
+        start += c
+    return out
+
+
+@segment_outer.register_fake
+def _segment_outer_fake(x, grad, counts):
+    return x.new_empty((counts.shape[0],) + tuple(x.shape[1:]) + (grad.shape[-1],))
+
+
+def _setup_context(ctx, inputs, output):
+    x, counts, weight = inputs
+    ctx.save_for_backward(x, counts, weight)
+
+
+def _backward(ctx, grad):
+    x, counts, weight = ctx.saved_tensors
+    grad = grad.contiguous()
+    gx = segment_matmul(grad, counts, weight.transpose(-1, -2).contiguous()) if ctx.needs_input_grad[0] else None
+    gw = segment_outer(x, grad, counts) if ctx.needs_input_grad[2] else None
+    return gx, None, gw
+
+
+segment_matmul.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ---- row gathers ------------------------------------------------------------------------------------
+
+def gather_rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``table.index_select(0, index)``; inside compiled code the op (module docstring)."""
+    if torch.compiler.is_compiling():
+        return gather_rows_op(table, index)
+    return table.index_select(0, index)
+
+
+@torch.library.custom_op("seastar::gather_rows", mutates_args=())
+def gather_rows_op(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    return table.index_select(0, index)
+
+
+@gather_rows_op.register_fake
+def _gather_rows_fake(table, index):
+    return table.new_empty((index.shape[0],) + tuple(table.shape[1:]))
+
+
+@torch.library.custom_op("seastar::scatter_add_rows", mutates_args=())
+def scatter_add_rows(grad: torch.Tensor, index: torch.Tensor, num_rows: int) -> torch.Tensor:
+    """``out[index[i]] += grad[i]`` into ``num_rows`` zero rows: a gather's gradient."""
+    return grad.new_zeros((num_rows,) + tuple(grad.shape[1:])).index_add_(0, index, grad)
+
+
+@scatter_add_rows.register_fake
+def _scatter_add_rows_fake(grad, index, num_rows):
+    return grad.new_empty((num_rows,) + tuple(grad.shape[1:]))
+
+
+def _gather_setup(ctx, inputs, output):
+    table, index = inputs
+    ctx.save_for_backward(index)
+    ctx.num_rows = table.shape[0]
+
+
+def _gather_backward(ctx, grad):
+    (index,) = ctx.saved_tensors
+    return scatter_add_rows(grad.contiguous(), index, ctx.num_rows), None
+
+
+def _scatter_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[1])
+
+
+def _scatter_backward(ctx, grad):
+    (index,) = ctx.saved_tensors
+    return gather_rows_op(grad, index), None, None
+
+
+gather_rows_op.register_autograd(_gather_backward, setup_context=_gather_setup)
+scatter_add_rows.register_autograd(_scatter_backward, setup_context=_scatter_setup)
