@@ -1,11 +1,11 @@
 """The relational layers' toolkit (RGCNConv, HGTConv and their dict forms).
 
 Per-graph structure, computed once per graph and kept by it (``graph_ops.derived``): each edge's
-relation, the graph in (destination, relation) order, the per-relation normalisation (the
-distinct (source, relation) *pairs* behind the transform-then-aggregate path are
-``relation_pairs``'s, vertices grouped by node type for typed linears ``node_types``'). And the
-one cost model by which the layers choose between transforming per edge
-and per (source, relation) pair: ``per_edge_cost``, ``per_pair_cost`` and ``cheapest``, used by
+relation, the graph in (destination, relation) order, the per-relation normalisation. (The
+distinct (source, relation) *pairs* of the transform-then-aggregate path are in
+``relation_pairs``, vertices grouped by node type for typed linears in ``node_types``.) And the
+one cost model by which the layers choose between transforming per edge and per (source,
+relation) pair: ``per_edge_cost``, ``per_pair_cost`` and ``cheapest``, used by
 ``RGCNConv.mode_costs`` (which adds its per-run and per-basis paths) and ``HGTConv.mode_costs``.
 """
 from __future__ import annotations
