@@ -53,7 +53,7 @@ def step_time(layer, graph, x, reps: int = 2) -> float:
 def measure(n: int, e: int, width: int, x_grad: bool) -> dict:
     import torch
     import seastar.nn as snn
-    from seastar.nn.relations import relation_pairs
+    from seastar.nn.relation_pairs import relation_pairs
 
     graph = typed_graph(n, e)
     x = torch.randn(n, width, requires_grad=x_grad)
