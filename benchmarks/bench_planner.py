@@ -4,6 +4,7 @@ every candidate of ``seastar.distributed.plan`` run with ``examples/distributed/
 
     .venv/bin/python benchmarks/bench_planner.py --out benchmarks/results/planner.json
     .venv/bin/python benchmarks/bench_planner.py --dataset synthetic --num-nodes 100000 --out ...
+    .venv/bin/python benchmarks/bench_planner.py --dataset typed --model rgcn --out ...
 
 For each process count: one calibration (the compute rates in this process, the collectives
 in that many fresh processes), the plan, then each candidate trained for ``--epochs`` epochs
@@ -16,6 +17,7 @@ where the measured times differ by more than 20%.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import statistics
@@ -39,18 +41,17 @@ log = logging.getLogger("bench_planner")
 def data_args(a) -> list:
     if a.dataset == "cora":
         return ["--dataset", "cora"]
-    return ["--dataset", "synthetic", "--num-nodes", str(a.num_nodes), "--avg-degree", str(a.avg_degree),
-            "--num-features", str(a.num_features), "--train-fraction", str(a.train_fraction)]
+    out = ["--dataset", a.dataset, "--num-nodes", str(a.num_nodes), "--avg-degree", str(a.avg_degree),
+           "--num-features", str(a.num_features), "--train-fraction", str(a.train_fraction)]
+    return out + (["--num-relations", str(a.num_relations)] if a.dataset == "typed" else [])
 
 
 def load(a):
-    if a.dataset == "cora":
-        ds = ss.datasets.load("cora")
-        ds.x = ds.x.to_dense() if ds.x.is_sparse else ds.x
-        return ds
-    return ss.datasets.synthetic_node_classification(a.num_nodes, avg_degree=a.avg_degree, num_features=a.num_features,
-                                                     train_fraction=a.train_fraction,
-                                                     val_fraction=min(0.2, (1 - a.train_fraction) / 2))
+    """The dataset exactly as examples/distributed/train.py makes it from the same flags."""
+    spec = importlib.util.spec_from_file_location("distributed_train", ROOT / "examples" / "distributed" / "train.py")
+    train = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train)
+    return train.load(train.parse_args(["--mode", "minibatch", "--model", a.model] + data_args(a)))
 
 
 def measure(a, row, world, work: Path) -> float:
@@ -73,12 +74,13 @@ def measure(a, row, world, work: Path) -> float:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dataset", choices=["cora", "synthetic"], default="cora")
+    p.add_argument("--dataset", choices=["cora", "synthetic", "typed"], default="cora")
     p.add_argument("--num-nodes", type=int, default=100_000)
     p.add_argument("--avg-degree", type=float, default=10.0)
     p.add_argument("--num-features", type=int, default=64)
     p.add_argument("--train-fraction", type=float, default=0.05)
-    p.add_argument("--model", choices=["sage", "gcn", "gat"], default="sage")
+    p.add_argument("--num-relations", type=int, default=8, help="typed: edge types")
+    p.add_argument("--model", choices=["sage", "gcn", "gat", "rgcn"], default="sage")
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--epochs", type=int, default=8)

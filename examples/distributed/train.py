@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import resource
 import signal
@@ -61,14 +62,18 @@ def parse_args(argv=None):
                    help="auto: seastar.distributed.plan picks the mode and the feature placement from a cost model "
                         "calibrated on this machine")
     p.add_argument("--memory-per-process", type=float, help="auto: MB a process may use (default: no limit)")
-    p.add_argument("--dataset", choices=["cora", "citeseer", "synthetic"], default="cora")
-    p.add_argument("--model", choices=["gcn", "gat", "sage"], default="sage")
+    p.add_argument("--dataset", choices=["cora", "citeseer", "synthetic", "typed"], default="cora",
+                   help="synthetic: a power-law graph; typed: a graph whose classes are written in the relation "
+                        "types of the in-edges (for --model rgcn)")
+    p.add_argument("--model", choices=["gcn", "gat", "sage", "rgcn"], default="sage",
+                   help="rgcn: RGCNConv over the edge types, summed per relation (needs --dataset typed)")
     p.add_argument("--epochs", type=int, default=20)
-    p.add_argument("--num-nodes", type=int, default=100_000, help="synthetic: vertices")
-    p.add_argument("--avg-degree", type=float, default=10.0, help="synthetic: edges per vertex")
-    p.add_argument("--num-features", type=int, default=64, help="synthetic: feature width")
-    p.add_argument("--num-classes", type=int, default=10, help="synthetic: classes")
-    p.add_argument("--train-fraction", type=float, default=0.6, help="synthetic: share of training vertices")
+    p.add_argument("--num-nodes", type=int, default=100_000, help="synthetic, typed: vertices")
+    p.add_argument("--avg-degree", type=float, default=10.0, help="synthetic, typed: edges per vertex")
+    p.add_argument("--num-features", type=int, default=64, help="synthetic, typed: feature width")
+    p.add_argument("--num-classes", type=int, default=10, help="synthetic, typed: classes")
+    p.add_argument("--num-relations", type=int, default=8, help="typed: edge types")
+    p.add_argument("--train-fraction", type=float, default=0.6, help="synthetic, typed: share of training vertices")
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--heads", type=int, default=4, help="GAT heads of the hidden layer")
     p.add_argument("--dropout", type=float, default=0.5)
@@ -110,8 +115,8 @@ def parse_args(argv=None):
         args.fanouts = [int(f) for f in args.fanouts.split(",")]
     except ValueError:
         p.error(f"--fanouts must be comma-separated integers, got {args.fanouts!r}")
-    for name in ("epochs", "hidden", "heads", "batch_size", "num_nodes", "num_features", "checkpoint_every",
-                 "keep_checkpoints"):
+    for name in ("epochs", "hidden", "heads", "batch_size", "num_nodes", "num_features", "num_classes",
+                 "num_relations", "checkpoint_every", "keep_checkpoints"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if not 0.0 <= args.dropout < 1.0:
@@ -121,10 +126,20 @@ def parse_args(argv=None):
         p.error("a feature cache (--cache-fraction/--cache-rows/--cache-bytes) needs --features partitioned")
     if not 0.0 < args.train_fraction < 1.0:
         p.error(f"--train-fraction must be in (0, 1), got {args.train_fraction}")
+    if args.model == "rgcn" and args.dataset != "typed":
+        p.error(f"--model rgcn needs edge types: use --dataset typed (got --dataset {args.dataset})")
+    if args.dataset == "typed" and args.num_classes > args.num_relations ** 2:
+        p.error(f"--dataset typed writes each class as a pair of relations: --num-classes {args.num_classes} needs "
+                f"--num-relations of at least {math.ceil(math.sqrt(args.num_classes))}")
     return args
 
 
 def load(args):
+    if args.dataset == "typed":
+        return ss.datasets.planted_typed_classification(
+            args.num_nodes, int(args.num_nodes * args.avg_degree), num_node_types=1,
+            num_edge_types=args.num_relations, num_classes=args.num_classes, feature_dim=args.num_features,
+            seed=args.seed, train_frac=args.train_fraction, val_frac=min(0.2, (1 - args.train_fraction) / 2))
     if args.dataset == "synthetic":
         return ss.datasets.synthetic_node_classification(args.num_nodes, avg_degree=args.avg_degree,
                                                          num_classes=args.num_classes,
@@ -138,11 +153,12 @@ def load(args):
 
 
 def synthetic_key(args) -> str:
-    """What names a synthetic graph's partition folder and shared file."""
-    if args.dataset != "synthetic":
+    """What names a generated graph's partition folder and shared file."""
+    if args.dataset not in ("synthetic", "typed"):
         return ""
+    relations = f"-r{args.num_relations}" if args.dataset == "typed" else ""
     return (f"-{args.num_nodes}-d{args.avg_degree:g}-f{args.num_features}-c{args.num_classes}"
-            f"-t{args.train_fraction:g}")
+            f"-t{args.train_fraction:g}{relations}")
 
 
 def make_convs(args, f_in, classes):
@@ -152,6 +168,10 @@ def make_convs(args, f_in, classes):
     if args.model == "gat":
         return [ss.nn.GATConv(f_in, args.hidden, heads=args.heads),
                 ss.nn.GATConv(args.hidden * args.heads, classes, heads=1)]
+    if args.model == "rgcn":
+        # sums per relation: the per-relation edge counts (the typed graph's signal) reach the classifier
+        return [ss.nn.RGCNConv(f_in, args.hidden, args.num_relations, aggr="add"),
+                ss.nn.RGCNConv(args.hidden, classes, args.num_relations, aggr="add")]
     return [ss.nn.SAGEConv(f_in, args.hidden), ss.nn.SAGEConv(args.hidden, classes)]
 
 

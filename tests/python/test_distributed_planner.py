@@ -22,9 +22,12 @@ CAL = dict(aggregation_rate=1e9, gemm_rate=1e10, sampling_rate=1e7, gather_rate=
 
 
 class _Data:
-    def __init__(self, n=400, e=4000, f=16, classes=4, train=100, seed=0):
+    def __init__(self, n=400, e=4000, f=16, classes=4, train=100, seed=0, relations=None):
         g = torch.Generator().manual_seed(seed)
-        self.graph = ss.Graph.from_edge_index(torch.randint(0, n, (2, e), generator=g), num_nodes=n)
+        typed = {}
+        if relations is not None:
+            typed = dict(edge_type=torch.randint(0, relations, (e,), generator=g), num_edge_types=relations)
+        self.graph = ss.Graph.from_edge_index(torch.randint(0, n, (2, e), generator=g), num_nodes=n, **typed)
         self.x = torch.randn(n, f, generator=g)
         self.y = torch.randint(0, classes, (n,), generator=g)
         self.train_mask = torch.zeros(n, dtype=torch.bool)
@@ -93,6 +96,30 @@ def test_memory_limit_and_expensive_network_change_the_choice():
     assert "chosen" in free.table() and free.to_json().startswith("{")
 
 
+def test_rgcn_full_graph_is_the_hand_count():
+    """R-GCN on a typed graph: the relations come from the graph; a layer transforms at most one
+    row per edge and at most one per (relation, source), plus the root's on the destinations."""
+    d = _Data(relations=3)
+    p = plan(d, 1, {"kind": "rgcn", "hidden": 8}, calibration=CAL)
+    fg = next(r for r in p.rows if r["mode"] == "fullgraph")
+    n, e = 400, 4000
+    compute = sum(e * fout / 1e9 + (min(e, 3 * n) + n) * fin * fout / 1e10 for fin, fout in ((16, 8), (8, 4)))
+    assert fg["epoch_s"] == pytest.approx(2e-3 + compute, rel=1e-12)
+    assert p.inputs["model"]["relations"] == 3
+    assert p.inputs["parameters"] == 4 * (16 * 8 + 8 * 4) + 8 + 4  # three relations' matrices and the root's
+    assert plan(_Data(), 1, {"kind": "rgcn", "hidden": 8, "relations": 5}, calibration=CAL).inputs["parameters"] \
+        == 6 * (16 * 8 + 8 * 4) + 12
+    with pytest.raises(ValueError, match="edge types"):
+        plan(_Data(), 1, {"kind": "rgcn"}, calibration=CAL)
+
+
+def test_rgcn_steps_are_measured_on_typed_blocks():
+    cal = {k: v for k, v in CAL.items() if k not in ("minibatch_step_s", "fullgraph_step_s")}
+    p = plan(_Data(relations=3), 2, {"kind": "rgcn", "hidden": 8, "batch_size": 20}, calibration=cal)
+    assert p.calibration["minibatch_step_s"] > 0 and p.calibration["fullgraph_step_s"] > 0
+    assert {r["mode"] for r in p.rows} == {"minibatch", "fullgraph"} and p.choice in p.rows
+
+
 def test_minibatch_steps_follow_the_share():
     d = _Data(train=101)
     p = plan(d, 3, {"kind": "sage", "hidden": 8, "batch_size": 10}, calibration=CAL)
@@ -101,7 +128,8 @@ def test_minibatch_steps_follow_the_share():
 
 @pytest.mark.parametrize("spec,match", [({"kind": "mlp"}, "kind"), ({"hidden": 0}, "hidden"),
                                         ({"fanouts": (10, 0)}, "fanouts"), ({"layers": 2}, "unknown keys"),
-                                        ({"cache_fraction": 2.0}, "cache_fraction")])
+                                        ({"cache_fraction": 2.0}, "cache_fraction"),
+                                        ({"kind": "rgcn", "relations": 0}, "relations")])
 def test_bad_model_spec(spec, match):
     with pytest.raises(ValueError, match=match):
         ModelSpec.of(spec)

@@ -13,8 +13,8 @@ once, and differ in size by at most one; every rank cuts its share into the same
 batches, so every rank takes the same number of optimizer steps (DDP's all-reduce per step
 never waits for a rank that has run out).
 
-Sharing (``shared_dataset``): the first process of each machine writes the edge list,
-features, labels and masks to one file; every process of the machine maps it
+Sharing (``shared_dataset``): the first process of each machine writes the edge list (with its
+edge types, if any), features, labels and masks to one file; every process of the machine maps it
 (``torch.load(mmap=True)``), so the features exist once in memory (the page cache), not once
 per process. The sampler's index (the C++ graph's CSC/CSR arrays) is built by each process
 from the mapped edge list.
@@ -139,7 +139,10 @@ class SharedDataset:
 
     def __init__(self, d: dict):
         self.__dict__.update(d)
-        self.graph = Graph.from_edge_index(d["edge_index"], num_nodes=int(d["num_nodes"]))
+        typed = {}
+        if d.get("edge_type") is not None:  # a typed graph (R-GCN): the blocks carry each edge's relation
+            typed = dict(edge_type=d["edge_type"], num_edge_types=int(d["num_edge_types"]))
+        self.graph = Graph.from_edge_index(d["edge_index"], num_nodes=int(d["num_nodes"]), **typed)
 
 
 FIELDS = ("edge_index", "x", "y", "train_mask", "val_mask", "test_mask")
@@ -163,6 +166,9 @@ def shared_dataset(path, make: Callable, local_rank: Optional[int] = None,
         d["edge_index"] = d["edge_index"].contiguous()
         d.update(num_nodes=int(d["x"].shape[0]), num_classes=int(ds.num_classes), num_features=int(d["x"].shape[1]),
                  name=getattr(ds, "name", "dataset"))
+        graph = getattr(ds, "graph", None)
+        if graph is not None and graph.has_edge_types:
+            d.update(edge_type=graph.edge_type.contiguous(), num_edge_types=int(graph.num_edge_types))
         if not with_features:
             d["x"] = None
         path.parent.mkdir(parents=True, exist_ok=True)

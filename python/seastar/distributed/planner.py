@@ -56,15 +56,16 @@ from ..graph import Graph
 from ..loader import sample_blocks
 from .calibration import _typical, calibrate
 
-_KINDS = ("sage", "gcn", "gat")
+_KINDS = ("sage", "gcn", "gat", "rgcn")
 
 
 @dataclasses.dataclass
 class ModelSpec:
-    """What the cost model needs of the model and its training: ``kind`` (sage, gcn, gat),
-    ``hidden`` width (per head for GAT), ``heads``, ``fanouts``, ``batch_size`` (seeds per rank
-    and step), ``dtype_bytes``, ``cache_fraction`` (of the remote rows, for the partitioned
-    candidate). ``in_features`` and ``classes`` come from the data unless given."""
+    """What the cost model needs of the model and its training: ``kind`` (sage, gcn, gat,
+    rgcn), ``hidden`` width (per head for GAT), ``heads``, ``fanouts``, ``batch_size`` (seeds
+    per rank and step), ``dtype_bytes``, ``cache_fraction`` (of the remote rows, for the
+    partitioned candidate). ``in_features``, ``classes`` and R-GCN's ``relations`` come from
+    the data unless given."""
 
     kind: str = "sage"
     hidden: int = 32
@@ -75,6 +76,7 @@ class ModelSpec:
     cache_fraction: float = 0.1
     in_features: Optional[int] = None
     classes: Optional[int] = None
+    relations: Optional[int] = None
 
     @classmethod
     def of(cls, spec) -> "ModelSpec":
@@ -95,6 +97,8 @@ class ModelSpec:
                 raise ValueError(f"model_spec {name} must be >= 1, got {getattr(m, name)}")
         if not m.fanouts or any(f < 1 for f in m.fanouts):
             raise ValueError(f"model_spec fanouts must be positive, got {m.fanouts}")
+        if m.relations is not None and int(m.relations) < 1:
+            raise ValueError(f"model_spec relations must be >= 1, got {m.relations}")
         if not 0.0 <= m.cache_fraction <= 1.0:
             raise ValueError(f"model_spec cache_fraction must be in [0, 1], got {m.cache_fraction}")
         return m
@@ -139,26 +143,39 @@ def _data_arrays(data):
 
 
 def _widths(m: ModelSpec, f_in: int, classes: int) -> List[tuple]:
-    """(in, out, aggregated width, projected rows: 'src' or 'dst') per layer."""
+    """(in, out, aggregated width, projected rows) per layer; the rows: 'src' (GCN, GAT
+    project the sources), 'dst2' (SAGE: two GEMMs on the destination rows), 'typed' (R-GCN:
+    one transform per (relation, source) pair, at most one per edge, and the root's on the
+    destinations)."""
     dims = [f_in, m.hidden * (m.heads if m.kind == "gat" else 1), classes]
     out = []
     for fin, fout in zip(dims[:-1], dims[1:]):
         if m.kind == "sage":  # projects first when narrower (mean is linear): see SAGEConv
-            out.append((fin, fout, min(fin, fout), 2))
+            out.append((fin, fout, min(fin, fout), "dst2"))
         elif m.kind == "gcn":
-            out.append((fin, fout, fout, 1))
+            out.append((fin, fout, fout, "src"))
+        elif m.kind == "rgcn":
+            out.append((fin, fout, fout, "typed"))
         else:  # GAT: projection, then scores and a weighted sum over the edges
-            out.append((fin, fout, 2 * fout, 1))
+            out.append((fin, fout, 2 * fout, "src"))
     return out
+
+
+def _projected_rows(m: ModelSpec, rows: str, n_src: float, n_dst: float, edges: float) -> float:
+    if rows == "src":
+        return n_src
+    if rows == "dst2":
+        return 2 * n_dst
+    return min(edges, (m.relations or 1) * n_src) + n_dst
 
 
 def _layers_time(m, widths, blocks, cal) -> tuple:
     """Compute seconds (forward + backward) of the layers over ``blocks`` [(src, dst, edges)]
     and the bytes of activations they keep for backward."""
     t, act = 0.0, 0
-    for (fin, fout, agg, gemms), (n_src, n_dst, edges) in zip(widths, blocks):
-        rows = n_src if gemms == 1 else n_dst  # GCN / GAT project the sources; SAGE its two GEMMs on dst rows
-        t += edges * agg / cal["aggregation_rate"] + gemms * rows * fin * fout / cal["gemm_rate"]
+    for (fin, fout, agg, rows), (n_src, n_dst, edges) in zip(widths, blocks):
+        t += (edges * agg / cal["aggregation_rate"]
+              + _projected_rows(m, rows, n_src, n_dst, edges) * fin * fout / cal["gemm_rate"])
         act += (n_src * min(fin, fout) + 2 * n_dst * fout) * m.dtype_bytes
     return t, act
 
@@ -170,6 +187,8 @@ def _make_layers(m: ModelSpec, widths):
             convs.append(ssnn.SAGEConv(fin, fout))
         elif m.kind == "gcn":
             convs.append(ssnn.GCNConv(fin, fout))
+        elif m.kind == "rgcn":
+            convs.append(ssnn.RGCNConv(fin, fout, m.relations or 1, aggr="add"))
         else:
             heads = m.heads if i + 1 < len(widths) else 1
             convs.append(ssnn.GATConv(fin, fout // heads, heads=heads))
@@ -203,7 +222,11 @@ def fit_step(m: ModelSpec, widths, cal) -> dict:
     points = []
     for n, e in ((300, 1500), (3000, 30000)):
         g = torch.Generator().manual_seed(n)
-        graph = Graph.from_edge_index(torch.randint(0, n, (2, e), generator=g), num_nodes=n)
+        typed = {}
+        if m.kind == "rgcn":
+            r = m.relations or 1
+            typed = dict(edge_type=torch.randint(0, r, (e,), generator=g), num_edge_types=r)
+        graph = Graph.from_edge_index(torch.randint(0, n, (2, e), generator=g), num_nodes=n, **typed)
         x = torch.randn(n, widths[0][0], generator=g, dtype=dtype)
         y = torch.randint(0, widths[-1][1], (n,), generator=g)
 
@@ -264,8 +287,9 @@ def _alltoall(nbytes: float, k: int, cal) -> float:
     return 0.0 if k < 2 else (k - 1) * cal["latency_s"] + nbytes / cal["bandwidth"]
 
 
-def _num_params(widths) -> int:
-    return sum(2 * fin * fout + fout for fin, fout, _, _ in widths)  # lin and root/attention, bias
+def _num_params(m: ModelSpec, widths) -> int:
+    per_layer = (m.relations or 1) + 1 if m.kind == "rgcn" else 2  # R-GCN: a matrix per relation and the root
+    return sum(per_layer * fin * fout + fout for fin, fout, _, _ in widths)  # lin and root/attention, bias
 
 
 def _sampled_blocks(graph, train, m: ModelSpec, batch: int, batches: int = 4) -> dict:
@@ -343,12 +367,16 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
         raise ValueError(f"partition_report has {len(partition_report.get('parts', []))} parts, world_size is {k}")
     graph, ei, f_in, train_count, train, classes = _data_arrays(data)
     f_in, classes = m.in_features or f_in, m.classes or classes
+    if m.kind == "rgcn" and m.relations is None:
+        if not graph.has_edge_types:
+            raise ValueError("model_spec kind 'rgcn' needs a graph with edge types, or model_spec relations")
+        m = dataclasses.replace(m, relations=int(graph.num_edge_types))
     n, e = graph.num_nodes, int(ei.shape[1])
     out_deg = torch.bincount(ei[0], minlength=n)
     widths = _widths(m, f_in, classes)
     if "step_fixed_s" not in cal or "step_scale" not in cal:
         cal.update(fit_step(m, widths, cal))
-    params = _num_params(widths)
+    params = _num_params(m, widths)
     param_bytes = params * m.dtype_bytes
     base = cal["base_rss_mb"] * 2**20
     structure = e * 16 + (e + n) * 8 * 2  # edge list, and the C++ graph's CSC and CSR
