@@ -362,10 +362,18 @@ def partition_dir(args, world) -> Path:
 
 def ensure_partition(args, rank, world) -> Path:
     part_dir = partition_dir(args, world)
+    # which data the partition holds: a folder made for other data (another --num-nodes, say)
+    # is refused by name instead of failing later on mismatched sizes
+    made_of = f"{args.dataset}{synthetic_key(args)}-seed{args.seed}"
     if rank == 0 and not (part_dir / "partition.json").is_file():
         log.info("partitioning %s into %d parts (%s) at %s", args.dataset, world, args.method, part_dir)
         ss.distributed.partition_graph(load(args), world, part_dir, method=args.method)
+        (part_dir / "made_of.txt").write_text(made_of)
     dist.barrier()
+    stamp = part_dir / "made_of.txt"
+    if stamp.is_file() and stamp.read_text() != made_of:
+        raise SystemExit(f"the partition in {part_dir} was made of {stamp.read_text()}, this run trains on {made_of}: "
+                         f"remove it or pass another --partition-dir")
     return part_dir
 
 

@@ -90,6 +90,18 @@ def test_rgcn_on_a_typed_graph(tmp_path, mode):
     assert test_acc > 0.9, out[-3000:]
 
 
+def test_a_partition_of_other_data_is_refused(tmp_path):
+    """A partition folder made for other data (here a smaller synthetic graph) is refused by
+    name, not read with mismatched sizes."""
+    common = ["--mode", "fullgraph", "--model", "gcn", "--epochs", "1", "--dataset", "synthetic", "--method", "random",
+              "--num-features", "8", "--partition-dir", str(tmp_path / "parts")]
+    r = _torchrun(common + ["--num-nodes", "500"])
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    r = _torchrun(common + ["--num-nodes", "600"])
+    assert r.returncode != 0 and "was made of synthetic-500" in r.stderr and "another --partition-dir" in r.stderr, \
+        (r.stdout + r.stderr)[-4000:]
+
+
 def test_a_dead_rank_stops_the_other(tmp_path):
     """Mini-batches over partitioned features train two epochs; then rank 1 dies and rank 0
     exits with the message instead of waiting (well before the collective timeout)."""
