@@ -202,6 +202,23 @@ def minibatch_accuracy_single(ds, seed, epochs, batch_size):
     return _test_accuracy(convs, ds, ds.x)
 
 
+def one_rank_fetch(rank, world, part_dir, out_dir):
+    """PartitionedFeatures on one rank: every row is local (no exchange); bad ids are refused."""
+    from seastar.distributed.minibatch import PartitionedFeatures
+
+    feats = PartitionedFeatures.from_partition(part_dir)
+    x = load_partition(part_dir, 0, world_size=1).node_data["x"]
+    ids = torch.tensor([5, 0, 5, x.shape[0] - 1, 17])
+    errors = []
+    for bad in (torch.tensor([0, x.shape[0]]), torch.tensor([-1])):
+        try:
+            feats.fetch(bad)
+        except ValueError as e:
+            errors.append(str(e))
+    torch.save(dict(rows=feats.fetch(ids), want=x[ids], empty=feats.fetch(ids[:0]).shape, errors=errors,
+                    stats=dict(feats.stats)), f"{out_dir}/one.pt")
+
+
 def partitioned_minibatch_rank(rank, world, part_dir, shared_path, out_dir, epochs):
     """Mini-batches of each rank's own part, features fetched from their owners."""
     from torch.nn.parallel import DistributedDataParallel

@@ -97,6 +97,18 @@ def test_cora_accuracy_matches_single_process(tmp_path):
     assert abs(statistics.mean(dist_acc) - statistics.mean(one)) <= 0.015
 
 
+def test_partitioned_features_on_one_rank(tmp_path):
+    from seastar.distributed import partition_graph
+
+    ds = workers._cora()
+    partition_graph(ds, 1, tmp_path / "parts", method="random")
+    launch.spawn(workers.one_rank_fetch, 1, (str(tmp_path / "parts"), str(tmp_path)), timeout_s=120)
+    r = torch.load(tmp_path / "one.pt")
+    assert torch.equal(r["rows"], r["want"]) and r["empty"] == (0, ds.x.shape[1])
+    assert r["stats"]["remote_rows"] == 0 and r["stats"]["fetches"] == 2
+    assert len(r["errors"]) == 2 and all("vertex ids must be in [0, 2708)" in e for e in r["errors"])
+
+
 def test_partitioned_features_and_own_seeds(tmp_path):
     """Each rank trains on its own part's seeds; features of remote vertices come from their
     owners (exactly the rows of x); every seed once per epoch, parameters identical."""

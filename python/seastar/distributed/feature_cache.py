@@ -107,13 +107,9 @@ class CachedFeatures:
     def fetch(self, ids: torch.Tensor) -> torch.Tensor:
         """The rows of ``ids``: cached ones from the cache, the rest through the base (a collective)."""
         ids = torch.as_tensor(ids, dtype=torch.long).view(-1)
-        slot = self.slot[ids]
-        hit = slot >= 0
+        slot, hit = lookup(self.slot, ids)
         before = self.base.stats["bytes_received"]
-        rest = self.base.fetch(ids[~hit])
-        out = rest.new_empty((ids.numel(),) + tuple(self.rows.shape[1:]))
-        out[hit] = self.cache[slot[hit]]
-        out[~hit] = rest
+        out = merge(self.cache, slot, hit, self.base.fetch(ids[~hit]))
         remote = int((self.assignment[ids] != self.rank).sum())
         hits = int(hit.sum())
         s = self.stats
@@ -125,6 +121,21 @@ class CachedFeatures:
         if threading.current_thread().name == "seastar-loader":
             s["loader_thread_fetches"] += 1
         return out
+
+
+# The local work of a cached fetch besides the base's (the planner times these same steps).
+def lookup(slots: torch.Tensor, ids: torch.Tensor) -> tuple:
+    """(slot of each id in the cache, -1 if none; which ids are cached)."""
+    slot = slots[ids]
+    return slot, slot >= 0
+
+
+def merge(cache: torch.Tensor, slot: torch.Tensor, hit: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
+    """The rows of a batch: cached ones from ``cache``, the others (``rest``, in order) as fetched."""
+    out = rest.new_empty((slot.numel(),) + tuple(cache.shape[1:]))
+    out[hit] = cache[slot[hit]]
+    out[~hit] = rest
+    return out
 
 
 def epoch_report(stats: dict, before: dict) -> dict:

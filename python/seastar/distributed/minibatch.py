@@ -186,8 +186,9 @@ def shared_dataset(path, make: Callable, local_rank: Optional[int] = None,
 class PartitionedFeatures:
     """Rows of a node tensor spread over the ranks by a partition: each rank holds only the
     rows of the vertices it owns, and ``fetch(ids)`` returns any rows, remote ones from their
-    owners: one ``all_to_all_single`` of ids and one of rows. It is a collective: every rank
-    calls it the same number of times (once per batch). It runs in a process group of its own,
+    owners: ``all_to_all_single`` of the counts, the ids and the rows (on one rank, no exchange:
+    every row is local). It is a collective: every rank calls it the same number of times (once
+    per batch). It runs in a process group of its own,
     so a loader thread may fetch while the training thread's DDP all-reduces run."""
 
     def __init__(self, owned_rows: torch.Tensor, owned: torch.Tensor, assignment: torch.Tensor):
@@ -209,30 +210,53 @@ class PartitionedFeatures:
 
     def fetch(self, ids: torch.Tensor) -> torch.Tensor:
         ids = torch.as_tensor(ids, dtype=torch.long).view(-1)
-        owner = self.assignment[ids]
-        order = torch.argsort(owner, stable=True)
-        wanted = ids[order].contiguous()
-        ask = torch.bincount(owner, minlength=self.world)
+        n = self.assignment.numel()
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
+            raise ValueError(f"PartitionedFeatures.fetch: vertex ids must be in [0, {n}), got ids from "
+                             f"{int(ids.min())} to {int(ids.max())}")
+        if self.world == 1:  # every row is this rank's: no exchange
+            self.stats["fetches"] += 1
+            return serve(ids, self.owned, self.rows, self.rank)
+        order, wanted, ask = route(ids, self.assignment, self.world)
         asked = torch.empty_like(ask)
         dist.all_to_all_single(asked, ask, group=self.group)
         ask_l, asked_l = ask.tolist(), asked.tolist()
         requested = torch.empty(sum(asked_l), dtype=torch.long)
         dist.all_to_all_single(requested, wanted, asked_l, ask_l, group=self.group)
-        pos = torch.searchsorted(self.owned, requested)
-        if requested.numel() and (pos.max() >= self.owned.numel() or
-                                  (self.owned[pos.clamp(max=self.owned.numel() - 1)] != requested).any()):
-            raise ValueError(f"rank {self.rank} was asked for rows it does not own: the ranks use different "
-                             f"partitions")
-        send = self.rows.index_select(0, pos).contiguous()
+        send = serve(requested, self.owned, self.rows, self.rank)
         got = send.new_empty((ids.numel(),) + tuple(self.rows.shape[1:]))
         dist.all_to_all_single(got, send, ask_l, asked_l, group=self.group)
-        out = torch.empty_like(got)
-        out[order] = got
+        out = place(got, order)
         remote = ids.numel() - ask_l[self.rank]
         self.stats["remote_rows"] += remote
         self.stats["bytes_received"] += remote * (got[0].numel() * got.element_size() if got.numel() else 0)
         self.stats["fetches"] += 1
         return out
+
+
+# The local work of a fetch, apart from its exchanges (the planner times these same steps).
+def route(ids: torch.Tensor, assignment: torch.Tensor, world: int) -> tuple:
+    """(order, wanted, ask): ``ids`` sorted by owner rank (``wanted = ids[order]``) and how many
+    each rank is asked for."""
+    owner = assignment[ids]
+    order = torch.argsort(owner, stable=True)
+    return order, ids[order].contiguous(), torch.bincount(owner, minlength=world)
+
+
+def serve(requested: torch.Tensor, owned: torch.Tensor, rows: torch.Tensor, rank: int) -> torch.Tensor:
+    """The rows of ``requested`` (global ids) among this rank's ``owned`` (sorted) vertices."""
+    pos = torch.searchsorted(owned, requested)
+    if requested.numel() and (pos.max() >= owned.numel() or
+                              (owned[pos.clamp(max=owned.numel() - 1)] != requested).any()):
+        raise ValueError(f"rank {rank} was asked for rows it does not own: the ranks use different partitions")
+    return rows.index_select(0, pos).contiguous()
+
+
+def place(got: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """The received rows (in owner order) back in the order the ids were asked in."""
+    out = torch.empty_like(got)
+    out[order] = got
+    return out
 
 
 class PartitionNeighborLoader(_Resumable, NeighborLoader):
