@@ -445,6 +445,7 @@ def run_minibatch(args, rank, world):
         next_batch = loader.start
         ddp.train()
         fetched0 = dict(feats.stats) if partitioned else {}
+        first_step_s = 0.0
         t0, c0 = time.perf_counter(), time.process_time()
         for b in ss.progress.bar(loader, desc=f"epoch {epoch}", disable=rank != 0 or not sys.stderr.isatty()):
             opt.zero_grad()
@@ -452,6 +453,8 @@ def run_minibatch(args, rank, world):
             loss.backward()
             opt.step()
             progress.stepped()
+            if next_batch == loader.start:  # the epoch's first step: its batch was not prefetched
+                first_step_s = time.perf_counter() - t0
             next_batch += 1
             total += loss.item() * b.batch_size
             count += b.batch_size
@@ -467,6 +470,7 @@ def run_minibatch(args, rank, world):
         t = torch.tensor([total, float(count)], dtype=torch.float64)
         dist.all_reduce(t)
         row = dict(epoch=epoch, loss=t[0].item() / t[1].item(), epoch_s=epoch_s, epoch_cpu_s=epoch_cpu_s,
+                   first_step_s=first_step_s,
                    waited_s=loader.stats["wait_s"], sampling_s=loader.stats["sample_s"], world_size=world)
         if partitioned:  # this epoch's remote rows, summed over the ranks
             rep = epoch_report(feats.stats, fetched0)
@@ -507,6 +511,7 @@ def choose_mode(args, rank, world):
     chosen = [None]
     if rank == 0:
         spec = dict(kind=args.model, hidden=args.hidden, heads=args.heads if args.model == "gat" else 1,
+                    dropout=args.dropout,
                     fanouts=tuple(args.fanouts), batch_size=args.batch_size,
                     dtype_bytes=8 if args.dtype == "float64" else 4,
                     cache_fraction=args.cache_fraction if args.cache_fraction is not None else 0.1)

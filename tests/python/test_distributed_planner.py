@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import seastar as ss
-from seastar.distributed.calibration import compute_rates
+from seastar.distributed.calibration import calibrate, compute_rates
 from seastar.distributed.planner import ModelSpec, _cache_hit_rate, _expected_halo, plan
 
 # a fixed machine: round numbers, so the hand counts below are exact
@@ -120,6 +120,27 @@ def test_rgcn_steps_are_measured_on_typed_blocks():
     assert {r["mode"] for r in p.rows} == {"minibatch", "fullgraph"} and p.choice in p.rows
 
 
+def test_minibatch_epoch_from_the_measured_loop_is_the_hand_count():
+    """With the loop, the loader's first batch, the fetch's local work and the k-process
+    slowdown measured (given here), an epoch is its steps slowed, each with its gradients'
+    all-reduce (and a partitioned fetch), after the first batch's wait."""
+    d = _Data(train=100)
+    cal = dict(CAL, minibatch_step_s=0.004, loader_batch_s=0.001, process_cores=1.0, fetch_work_s=0.0005,
+               loop_scale=1.5, loop_stall_s=0.002)
+    k, params_bytes = 2, (2 * (16 * 8 + 8 * 4) + 12) * 4
+    p = plan(d, k, {"kind": "sage", "hidden": 8, "batch_size": 20}, calibration=cal)
+    shared, parted = (next(r for r in p.rows if r.get("features") == f and r["mode"] == "minibatch")
+                      for f in ("shared", "partitioned"))
+    steps = math.ceil(50 / 20)
+    grads = 2 * 1e-4 + params_bytes / 1e9
+    assert shared["steps"] == steps
+    assert shared["epoch_s"] == pytest.approx(steps * (0.004 * 1.5 + 0.002 + grads) + 0.001 * 1.5, rel=1e-12)
+    miss = p.inputs["batch"]["input_rows"] / 2 * (1 - parted["expected_hit_rate"]) * 16 * 4
+    fetch = 0.0005 * 1.5 + 2 * 1e-4 + (1e-4 + miss / 1e9)
+    assert parted["epoch_s"] == pytest.approx(steps * (0.004 * 1.5 + 0.002 + grads + fetch) + 0.001 * 1.5 + fetch,
+                                              rel=1e-12)
+
+
 def test_minibatch_steps_follow_the_share():
     d = _Data(train=101)
     p = plan(d, 3, {"kind": "sage", "hidden": 8, "batch_size": 10}, calibration=CAL)
@@ -156,4 +177,17 @@ def test_real_calibration_and_fit():
     assert p.calibration["step_scale"] > 0 and p.calibration["step_fixed_s"] >= 0  # the fit is in the plan
     # the steps measured on the data's own blocks and graph are in the plan too
     assert p.calibration["minibatch_step_s"] > 0 and p.calibration["fullgraph_step_s"] > 0
+    assert p.calibration["loader_batch_s"] > 0 and p.calibration["process_cores"] > 0
+    assert p.calibration["fetch_work_s"] > 0  # two processes: the fetch routes, serves and places rows
     assert all(r["epoch_s"] > 0 and r["peak_mb"] > cal["base_rss_mb"] for r in p.rows)
+
+
+def test_loop_fit_in_spawned_processes():
+    """The calibration's k-process measurement: a training loop timed alone at two batch
+    sizes, then in two processes at once with DDP; the line through the two points."""
+    cal = calibrate(world_size=2)
+    (a0, a1), (t0, t1) = cal["loop_alone_s"], cal["loop_together_s"]
+    assert 0 < a0 < a1 and t0 > 0 and t1 > 0  # the larger batch takes longer
+    assert cal["loop_scale"] == pytest.approx(max(1.0, (t1 - t0) / (a1 - a0)))
+    assert cal["loop_stall_s"] == pytest.approx(max(0.0, t0 - cal["loop_scale"] * a0))
+    assert math.isfinite(cal["latency_s"]) and cal["world_size"] == 2

@@ -15,7 +15,16 @@ What it measures, each as a rate the model multiplies by a count:
   (ring all-reduce). In a process group of ``k > 1`` ranks this is a collective: every rank
   calls ``calibrate``. Outside one, ``world_size`` fresh processes are spawned on localhost
   (``spawn_collectives=True``), or the collective fields stay None.
-* ``threads``: torch's thread count while measuring (the rates hold for it).
+* ``threads``: torch's thread count while measuring (the rates hold for it);
+* ``loop_scale`` and ``loop_stall_s``: what a step of a training loop costs in each of ``k``
+  processes training at once (an all-reduce of the gradients per step) against one process
+  alone, as ``together = loop_scale x alone + loop_stall_s``: the loop (``_loop_step``: a
+  loader thread sampling and gathering beside GraphSAGE steps on a random graph, whole epochs
+  timed) at two batch sizes, alone in the calling process (with ``compute_rates``: inside a
+  job every rank times it at once, which makes the fit milder), then in every process of the
+  group at once (the slowest rank's). It holds what the cores being shared, the ranks' arrival apart at
+  each all-reduce and the scheduler's wake-ups of waiting threads cost, none of which the
+  collectives' latency and bandwidth show.
 
 Each rate is the best of a few repetitions (the machine's capability, not its noisiest moment).
 """
@@ -33,7 +42,7 @@ import torch.distributed as dist
 
 from . import launch
 from ..graph import Graph
-from ..loader import sample_blocks
+from ..loader import NeighborLoader, sample_blocks
 from ..nn import SAGEConv
 from ..nn._programs import weighted_sum
 
@@ -94,7 +103,7 @@ def compute_rates(num_nodes: int = 20_000, num_edges: int = 200_000, width: int 
     return dict(aggregation_rate=num_edges * width / t_agg, gemm_rate=3 * num_nodes * 256 * 64 / t_gemm,
                 sampling_rate=edges / t_sample, gather_rate=num_nodes * 128 * 4 / t_gather,
                 step_overhead_s=_step_overhead(), base_rss_mb=_rss_mb(), threads=torch.get_num_threads(),
-                cores=_cores())
+                cores=_cores(), loop_alone_s=loop_alone())
 
 
 def _step_overhead() -> float:
@@ -134,8 +143,8 @@ def collective_rates(group=None, small: int = 1, large: int = 1 << 20) -> dict:
     model from a message of ``small`` and one of ``large`` float32 values."""
     k = dist.get_world_size(group)
     if k < 2:
-        return dict(latency_s=0.0, bandwidth=float("inf"), sync_s=0.0, skew=0.0, backend=dist.get_backend(group),
-                    world_size=k)
+        return dict(latency_s=0.0, bandwidth=float("inf"), sync_s=0.0, skew=0.0, loop_together_s=None,
+                    backend=dist.get_backend(group), world_size=k)
     times = []
     for n in (small, large):
         t = torch.ones(n)
@@ -154,7 +163,8 @@ def collective_rates(group=None, small: int = 1, large: int = 1 << 20) -> dict:
     bytes_large = large * 4
     transfer = max(times[1] - times[0], 1e-9)
     return dict(latency_s=latency, bandwidth=2 * (k - 1) / k * bytes_large / transfer,
-                **_skew(group), backend=dist.get_backend(group), world_size=k)
+                **_skew(group), loop_together_s=loop_together(group), backend=dist.get_backend(group),
+                world_size=k)
 
 
 def _skew(group, reps: int = 10) -> dict:
@@ -179,6 +189,71 @@ def _skew(group, reps: int = 10) -> dict:
     return dict(sync_s=float(m[0]), skew=float(m[0] / m[1]))
 
 
+class _TwoLayers(torch.nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.convs = torch.nn.ModuleList([SAGEConv(width, width), SAGEConv(width, 8)])
+
+    def forward(self, blocks, x):
+        h = torch.nn.functional.dropout(torch.relu(self.convs[0](blocks[0], x)), 0.5, self.training)
+        return self.convs[1](blocks[1], h)
+
+
+LOOP_BATCHES = (64, 512)  # seeds per batch of the two loops the k-process fit is made from
+
+
+def _loop_step(batch: int, group=None, batches: int = 6, epochs: int = 6) -> float:
+    """Seconds per batch of a small mini-batch training loop, whole epochs timed (the first
+    batch's wait and every stall included): a NeighborLoader (prefetching on its thread) over a
+    random graph, two GraphSAGE layers with dropout, cross-entropy, Adam; in ``group`` wrapped
+    in DistributedDataParallel, with an all-reduce of the epoch's loss totals at its end (as
+    examples/distributed/train.py runs it). The first epoch warms."""
+    g = torch.Generator().manual_seed(4)
+    n, width = 20_000, 32
+    graph = _graph(n, 200_000)
+    x, y = torch.randn(n, width, generator=g), torch.randint(0, 8, (n,), generator=g)
+    convs = _TwoLayers(width)
+    opt = torch.optim.Adam(convs.parameters(), lr=0.01)
+    # DDP as the example wraps its model: its hooks and graph walk are per-step costs
+    model = convs if group is None else torch.nn.parallel.DistributedDataParallel(
+        convs, process_group=group, find_unused_parameters=True)
+    seeds = torch.randperm(n, generator=g)[:batch * batches]
+    loader = NeighborLoader((graph, x, y), [10, 5], batch_size=batch, input_nodes=seeds, prefetch=2)
+    total = 0.0
+    for epoch in range(epochs):
+        t0 = time.perf_counter()
+        for b in loader:
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(b.blocks, b.x), b.y)
+            loss.backward()
+            opt.step()
+            loss.item()
+        if epoch:
+            total += time.perf_counter() - t0
+        if group is not None:
+            dist.all_reduce(torch.ones(2, dtype=torch.float64), group=group)
+    return total / ((epochs - 1) * len(loader))
+
+
+def loop_alone() -> list:
+    """The loop of ``_loop_step`` in this process alone, at each of ``LOOP_BATCHES``."""
+    return [_loop_step(b) for b in LOOP_BATCHES]
+
+
+def loop_together(group=None) -> list:
+    """The same loops in every process of ``group`` at once (a collective): the slowest rank's."""
+    together = torch.tensor([_loop_step(b, group) for b in LOOP_BATCHES], dtype=torch.float64)
+    dist.all_reduce(together, op=dist.ReduceOp.MAX, group=group)
+    return together.tolist()
+
+
+def loop_fit(alone: list, together: list) -> dict:
+    """``together = loop_scale x alone + loop_stall_s`` through the two batch sizes' points."""
+    (a0, a1), (t0, t1) = alone, together
+    scale = max(1.0, (t1 - t0) / max(a1 - a0, 1e-9))
+    return dict(loop_together_s=[t0, t1], loop_scale=scale, loop_stall_s=max(0.0, t0 - scale * a0))
+
+
 def _collectives_rank(rank, world, out):
     torch.save(collective_rates(), f"{out}/cal.pt") if rank == 0 else collective_rates()
 
@@ -196,7 +271,10 @@ def calibrate(spawn_collectives: bool = True, world_size: int = 2, group=None) -
             launch.spawn(_collectives_rank, world_size, args=(d,), timeout_s=120)
             cal.update(torch.load(os.path.join(d, "cal.pt")))
     else:
-        cal.update(latency_s=None, bandwidth=None, sync_s=None, skew=None, backend=None, world_size=None)
+        cal.update(latency_s=None, bandwidth=None, sync_s=None, skew=None, loop_together_s=None, backend=None,
+                   world_size=None)
+    if cal.get("loop_together_s"):
+        cal.update(loop_fit(cal["loop_alone_s"], cal["loop_together_s"]))
     cal["calibration_s"] = time.perf_counter() - t0
     log.info("calibration: aggregation %.3g edge-features/s, GEMM %.3g multiply-adds/s, sampling %.3g edges/s, "
              "all-reduce latency %s, bandwidth %s", cal["aggregation_rate"], cal["gemm_rate"], cal["sampling_rate"],

@@ -16,26 +16,33 @@ few batches of the data with the model's fanouts. Per epoch, with ``k`` processe
 
 * compute of a layer: ``aggregated edge x features / aggregation_rate + multiply-adds /
   gemm_rate`` (both rates are forward and backward), scaled and offset by a fit of real
-  optimizer steps of the model's own layers on two random graphs (``fit_step``); when the processes (and their loader threads) want more cores than the
-  machine has, compute stretches by that ratio;
+  optimizer steps of the model's own layers on two random graphs (``fit_step``): the estimate
+  where a step is not timed;
 * all-reduce of ``B`` bytes (ring): ``2 (k-1) latency + 2 (k-1)/k B / bandwidth``; an
-  all-to-all sending ``B`` bytes per rank: ``(k-1) latency + B / bandwidth``; and, with
-  ``k > 1``, the wait for the slowest rank at the collectives: ``skew`` (measured) times the
-  compute of the step;
-* mini-batch: ``ceil(ceil(T / k) / b)`` steps; each samples (``edges / sampling_rate``),
-  gathers its input rows (``bytes / gather_rate``) or fetches their remote misses, computes,
-  and all-reduces the gradients. Its compute is measured, not estimated: optimizer steps of the
-  model's own layers on blocks sampled from the data (``measure_minibatch_step``, the median),
-  stretched as above. The loader's thread samples and gathers beside the step
-  when a core is free for it, else in turn with it;
-* partitioned features: remote input rows ``(k-1)/k`` of a batch's inputs; the cache's hit rate is
+  all-to-all sending ``B`` bytes per rank: ``(k-1) latency + B / bandwidth``;
+* ``k`` processes on a machine: a step of ``t`` seconds alone takes ``loop_scale x t +
+  loop_stall_s`` (measured by ``calibrate``: a training loop in ``k`` processes at once, with
+  an all-reduce per step, against one alone, at two batch sizes). Without them: ``t`` times
+  the share of cores the processes want beyond the machine's, times ``1 + skew`` (the
+  measured wait for the slowest rank at a collective);
+* mini-batch: ``ceil(ceil(T / k) / b)`` steps, each slowed as above plus its gradients'
+  all-reduce, after the wait for the epoch's first batch. The step is the training loop
+  measured on the data (``measure_minibatch_loop``: the loader's thread sampling and gathering
+  beside steps of the model's own layers with its dropout; the mean time from batch to
+  batch), and the first batch's wait is the loader's time for a batch alone. Without them:
+  the fit's step plus ``edges / sampling_rate + bytes / gather_rate``, in turn;
+* partitioned features: each batch also fetches, in turn with the step: the fetch's local
+  work (``measure_fetch_work``: routing, serving, placing and the cache lookup, timed on the
+  data's batches; none on one process), two all-to-alls of counts and ids and one of the
+  missed rows. Remote input rows are ``(k-1)/k`` of a batch's inputs; the cache's hit rate is
   the share of the remote vertices' out-edges that the cached (highest out-degree) vertices
   hold: a sampler reaches a vertex once per out-edge into the frontier;
 * full-graph: one step over the largest part (``E / k`` in-edges; ``N / k`` owned rows and its
   halo; a step of the model's layers over the whole graph is timed, ``measure_fullgraph_step``,
-  and scaled to the part by the rates' estimate of each), a halo exchange forward and backward per layer after the first, one all-reduce of the
-  gradients. The halo is the partition's own (``partition_report``) when given, else its
-  expectation under a random assignment: ``sum over u of (k-1)/k (1 - (1 - 1/k)^outdeg(u))``.
+  and scaled to the part by the rates' estimate of each, and slowed as above), a halo
+  exchange forward and backward per layer after the first, one all-reduce of the gradients.
+  The halo is the partition's own (``partition_report``) when given, else its expectation
+  under a random assignment: ``sum over u of (k-1)/k (1 - (1 - 1/k)^outdeg(u))``.
 * memory per process: the measured process base (torch and seastar) + graph structure
   (edge list and the sampler's CSC/CSR) + the feature rows the process holds + a batch's or
   a part's activations kept for backward + parameters with Adam's two moments.
@@ -47,6 +54,8 @@ import itertools
 import json
 import math
 import os
+import statistics
+import time
 from typing import List, Optional
 
 import torch
@@ -63,12 +72,14 @@ _KINDS = ("sage", "gcn", "gat", "rgcn")
 class ModelSpec:
     """What the cost model needs of the model and its training: ``kind`` (sage, gcn, gat,
     rgcn), ``hidden`` width (per head for GAT), ``heads``, ``fanouts``, ``batch_size`` (seeds
-    per rank and step), ``dtype_bytes``, ``cache_fraction`` (of the remote rows, for the
+    per rank and step), ``dropout`` (between the layers), ``dtype_bytes``, ``cache_fraction`` (of
+    the remote rows, for the
     partitioned candidate). ``in_features``, ``classes`` and R-GCN's ``relations`` come from
     the data unless given."""
 
     kind: str = "sage"
     hidden: int = 32
+    dropout: float = 0.5
     heads: int = 1
     fanouts: tuple = (10, 5)
     batch_size: int = 512
@@ -99,6 +110,8 @@ class ModelSpec:
             raise ValueError(f"model_spec fanouts must be positive, got {m.fanouts}")
         if m.relations is not None and int(m.relations) < 1:
             raise ValueError(f"model_spec relations must be >= 1, got {m.relations}")
+        if not 0.0 <= m.dropout < 1.0:
+            raise ValueError(f"model_spec dropout must be in [0, 1), got {m.dropout}")
         if not 0.0 <= m.cache_fraction <= 1.0:
             raise ValueError(f"model_spec cache_fraction must be in [0, 1], got {m.cache_fraction}")
         return m
@@ -140,6 +153,15 @@ def _data_arrays(data):
     y = getattr(data, "y", None)
     classes = int(getattr(data, "num_classes", 0) or (int(y.max()) + 1 if y is not None else 2))
     return graph, ei, num_features, train_count, train, classes
+
+
+def _features(data, m: ModelSpec) -> Optional[torch.Tensor]:
+    """The data's features in the model's dtype (dense), or None when it has none."""
+    x = getattr(data, "x", None)
+    if x is None:
+        return None
+    x = x.to_dense() if x.is_sparse else x
+    return x.to(torch.float64 if m.dtype_bytes == 8 else torch.float32)
 
 
 def _widths(m: ModelSpec, f_in: int, classes: int) -> List[tuple]:
@@ -195,15 +217,16 @@ def _make_layers(m: ModelSpec, widths):
     return torch.nn.ModuleList(convs)
 
 
-def _train_step(convs, opt, graphs, x: torch.Tensor, y: torch.Tensor) -> None:
+def _train_step(convs, opt, graphs, x: torch.Tensor, y: torch.Tensor, dropout: float = 0.0) -> None:
     """One optimizer step of the layers as a training loop runs it: layer ``i`` on ``graphs[i]``
-    (a block each, or one graph for all), ReLU between, cross-entropy, the loss read back."""
+    (a block each, or one graph for all), ReLU and dropout between, cross-entropy, the loss read
+    back."""
     opt.zero_grad()
     h = x
     for i, (conv, graph) in enumerate(zip(convs, graphs)):
         h = conv(graph, h)
         if i + 1 < len(convs):
-            h = torch.relu(h)
+            h = torch.nn.functional.dropout(torch.relu(h), dropout, True)
     loss = torch.nn.functional.cross_entropy(h, y)
     loss.backward()
     opt.step()
@@ -230,7 +253,7 @@ def fit_step(m: ModelSpec, widths, cal) -> dict:
         x = torch.randn(n, widths[0][0], generator=g, dtype=dtype)
         y = torch.randint(0, widths[-1][1], (n,), generator=g)
 
-        t = _typical(lambda: _train_step(convs, opt, [graph] * len(convs), x, y))  # a step as runs see it, as the benchmark measures epochs (median)
+        t = _typical(lambda: _train_step(convs, opt, [graph] * len(convs), x, y, m.dropout))  # a step as runs see it, as the benchmark measures epochs (median)
         units, _ = _layers_time(m, widths, [(n, n, e + (n if m.kind == "gcn" else 0))] * len(widths), cal)
         points.append((units, t))
     (u0, t0), (u1, t1) = points
@@ -238,24 +261,91 @@ def fit_step(m: ModelSpec, widths, cal) -> dict:
     return dict(step_fixed_s=max(t0 - scale * u0, 0.0), step_scale=scale)
 
 
-def measure_minibatch_step(m: ModelSpec, widths, graph, train, batch: int, batches: int = 4) -> float:
-    """Seconds of one optimizer step of the model's own layers on blocks sampled from the data
-    with the model's fanouts (``batches`` batches of ``batch`` seeds, in turn; the median of
-    their steps): the layers forward and backward, the loss, the optimizer and the loop's
-    per-step reads, as a training loop runs them. Random features stand for the data's (their
-    gather is counted apart)."""
+def measure_minibatch_loop(m: ModelSpec, widths, graph, x, train, batch: int, batches: int = 8) -> dict:
+    """The mini-batch training loop as one process runs it: a NeighborLoader over the data (its
+    thread samples and gathers the next batch beside the step), the model's layers with its
+    dropout, the loss, the optimizer, the loss read back. An epoch of ``batches`` batches of
+    ``batch`` seeds, three times. Returns ``minibatch_step_s`` (the mean wall time from one
+    batch to the next, after the first epoch and each epoch's first batch: the step with what
+    the loader adds to it, stalls included), ``loader_batch_s`` (the loader's time for one batch on its own:
+    what an epoch waits for before its first step) and ``process_cores`` (CPU seconds per
+    second of the loop: the cores one process keeps busy). Random labels; the data's features
+    (random ones of the model's width when it has none)."""
+    from ..loader import NeighborLoader
+
     dtype = torch.float64 if m.dtype_bytes == 8 else torch.float32
     convs = _make_layers(m, widths).to(dtype)
     opt = torch.optim.Adam(convs.parameters(), lr=0.01)
-    seeds = train.nonzero().view(-1) if train is not None else torch.arange(graph.num_nodes)
     g = torch.Generator().manual_seed(1)
+    seeds = train.nonzero().view(-1) if train is not None else torch.arange(graph.num_nodes)
+    seeds = seeds[torch.randperm(seeds.numel(), generator=g)[:batch * batches]]
+    if x is None:
+        x = torch.randn(graph.num_nodes, widths[0][0], generator=g, dtype=dtype)
+    y = torch.randint(0, widths[-1][1], (graph.num_nodes,), generator=g)
+    steps, wall, cpu = [], 0.0, 0.0
+    loader = NeighborLoader((graph, x, y), list(m.fanouts), batch_size=batch, input_nodes=seeds, prefetch=2)
+    for epoch in range(3):
+        t, w0, c0 = time.perf_counter(), time.perf_counter(), time.process_time()
+        for i, b in enumerate(loader):
+            _train_step(convs, opt, b.blocks, b.x.to(dtype), b.y, m.dropout)
+            now = time.perf_counter()
+            if epoch and i:
+                steps.append(now - t)
+            t = now
+        if epoch:
+            wall, cpu = wall + time.perf_counter() - w0, cpu + time.process_time() - c0
+    alone = NeighborLoader((graph, x, y), list(m.fanouts), batch_size=batch, input_nodes=seeds, prefetch=0)
+    it = iter(alone)
+    loader_s = _typical(lambda: next(it), reps=min(5, len(alone) - 1)) if len(alone) > 1 else 0.0
+    step = statistics.fmean(steps) if steps else wall / max(1, 2 * len(loader))
+    return dict(minibatch_step_s=step, loader_batch_s=loader_s, process_cores=cpu / wall if wall else 1.0)
+
+
+def measure_fetch_work(graph, x, f_in: int, train, m: ModelSpec, k: int, batch: int, cache_rows: int,
+                       batches: int = 4) -> float:
+    """Seconds of a partitioned-features fetch's local work per batch on each of ``k`` ranks
+    (not its exchanges): route the batch's input ids by owner, serve the rows others ask for,
+    place the received ones, and look them up in a cache of the ``cache_rows`` highest
+    out-degree remote vertices, merging hits and misses: the same steps the fetch runs, on
+    batches sampled from the data with a random assignment to ``k`` parts. On one rank a
+    fetch is a local gather, as with replicated features: 0."""
+    from .feature_cache import lookup, merge
+    from .minibatch import place, route, serve
+
+    if k < 2:
+        return 0.0
+    g = torch.Generator().manual_seed(3)
+    n = graph.num_nodes
+    assignment = torch.randint(0, k, (n,), generator=g)
+    owned = (assignment == 0).nonzero().view(-1)
+    if x is None:
+        x = torch.randn(n, f_in, generator=g)
+    rows = x.index_select(0, owned)
+    out_deg = torch.bincount(graph.edge_index[0], minlength=n).to(torch.float64)
+    out_deg[owned] = -1.0  # only remote vertices are cached
+    slots = torch.full((n,), -1, dtype=torch.long)
+    hot = torch.sort(-out_deg, stable=True).indices[:cache_rows]
+    slots[hot] = torch.arange(hot.numel())
+    cache = x.index_select(0, hot)
+    seeds = train.nonzero().view(-1) if train is not None else torch.arange(n)
     samples = []
     for i in range(batches):
-        b = sample_blocks(graph, seeds[torch.randperm(seeds.numel(), generator=g)[:batch]], list(m.fanouts), seed=i)
-        x = torch.randn(b.blocks[0].num_src, widths[0][0], generator=g, dtype=dtype)
-        samples.append((b.blocks, x, torch.randint(0, widths[-1][1], (b.blocks[-1].num_dst,), generator=g)))
+        ids = sample_blocks(graph, seeds[torch.randperm(seeds.numel(), generator=g)[:batch]], list(m.fanouts),
+                            seed=i).input_nodes
+        # a rank serves about as many rows as it asks for: the misses, from ranks like itself
+        asked = owned[torch.randint(0, owned.numel(), (ids.numel(),), generator=g)]
+        samples.append((ids, asked))
     turn = itertools.cycle(samples)
-    return _typical(lambda: _train_step(convs, opt, *next(turn)), reps=3 * batches)
+
+    def fetch():
+        ids, asked = next(turn)
+        slot, hit = lookup(slots, ids)
+        miss = ids[~hit]
+        order, _, _ = route(miss, assignment, k)
+        served = serve(asked[:miss.numel()], owned, rows, 0)
+        merge(cache, slot, hit, place(served, order))
+
+    return _typical(fetch, reps=2 * batches)
 
 
 FULL_STEP_MAX_EDGES = 20_000_000  # above: the full-graph step is estimated from the fit, not timed
@@ -274,7 +364,7 @@ def measure_fullgraph_step(m: ModelSpec, widths, graph) -> Optional[float]:
     g = torch.Generator().manual_seed(2)
     x = torch.randn(graph.num_nodes, widths[0][0], generator=g, dtype=dtype)
     y = torch.randint(0, widths[-1][1], (graph.num_nodes,), generator=g)
-    return _typical(lambda: _train_step(convs, opt, [graph] * len(convs), x, y), reps=3)
+    return _typical(lambda: _train_step(convs, opt, [graph] * len(convs), x, y, m.dropout), reps=3)
 
 
 def _allreduce(nbytes: float, k: int, cal) -> float:
@@ -385,44 +475,53 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     # mini-batch: steps per epoch and a batch's sizes at the batch each step really has
     per_rank = math.ceil(train_count / k)
     steps = math.ceil(per_rank / m.batch_size)
-    mb = _sampled_blocks(graph, train, m, max(1, math.ceil(per_rank / steps)))
+    batch = max(1, math.ceil(per_rank / steps))
+    mb = _sampled_blocks(graph, train, m, batch)
     compute, act = _layers_time(m, widths, mb["blocks"], cal)
-    stretch = _stretch(local, cal, loader_threads=1)
-    spare_core = cal.get("cores", 1) >= local * (cal.get("threads", 1) + 1)
-    sample_s = mb["edges"] / cal["sampling_rate"]
     grads = _allreduce(param_bytes, k, cal)
     in_bytes = mb["input_rows"] * f_in * m.dtype_bytes
+    x = _features(data, m)
+    if x is not None and x.shape[1] != f_in:  # in_features given: random rows of that width
+        x = None
+    cache_rows, hit = _cache_hit_rate(out_deg, k, m.cache_fraction)
 
-    # the measured steps are inputs of the plan like the rates: written into its calibration
-    # (a calibration that holds them, None included, is taken as it is: None means the estimate)
+    # the measured loop and fetch are inputs of the plan like the rates: written into its
+    # calibration (a calibration that holds them, None included, is taken as it is: None
+    # means the estimate from the rates and the fit)
     if "minibatch_step_s" not in cal:
-        cal["minibatch_step_s"] = measure_minibatch_step(m, widths, graph, train, max(1, math.ceil(per_rank / steps)))
-    step_s = cal["minibatch_step_s"]
-    if step_s is None:
-        step_s = cal["step_fixed_s"] + cal["step_scale"] * compute
+        cal.update(measure_minibatch_loop(m, widths, graph, x, train, batch))
+    if "fetch_work_s" not in cal:
+        cal["fetch_work_s"] = measure_fetch_work(graph, x, f_in, train, m, k, batch, cache_rows)
+    step_s, loader_s, busy = cal["minibatch_step_s"], cal.get("loader_batch_s"), cal.get("process_cores")
+    if step_s is None or loader_s is None:  # the loader's rates, then the fit's step, in turn
+        loader_s = mb["edges"] / cal["sampling_rate"] + in_bytes / cal["gather_rate"]
+        step_s = cal["step_fixed_s"] + cal["step_scale"] * compute + loader_s
+        busy = None
+    # the processes of a machine share its cores: a loop that keeps `busy` cores busy slows
+    # when local x busy exceeds them
+    stretch = max(1.0, local * (busy or cal.get("threads", 1) + 1) / max(1, cal.get("cores", os.cpu_count() or 1)))
+    if k > 1 and cal.get("loop_scale"):  # measured: a loop's step in k processes against one alone
+        stretch = cal["loop_scale"]
+        work = step_s * stretch + cal.get("loop_stall_s", 0.0)
+    else:  # estimated: shared cores, then the wait for the slowest rank at each all-reduce
+        work = step_s * stretch * (1 + (cal.get("skew") or 0.0) * (k > 1))
 
-    def step_time(loader_s: float) -> float:
-        work = step_s * stretch
-        work *= 1 + (cal.get("skew") or 0.0) * (k > 1)
-        if spare_core:  # the loader runs beside the step; only what exceeds it shows
-            return work + grads + max(0.0, loader_s - work)
-        return work + grads + loader_s * stretch
-
-    gather_s = in_bytes / cal["gather_rate"]
+    # an epoch: its steps, each with its gradients' all-reduce, after the wait for its first batch
     rows.append(dict(candidate="mini-batch, replicated features", mode="minibatch", features="shared",
-                     steps=steps, epoch_s=steps * step_time(sample_s + gather_s), comm_s=steps * grads,
+                     steps=steps, epoch_s=steps * (work + grads) + loader_s * stretch, comm_s=steps * grads,
                      comm_bytes=steps * (2 * (k - 1) / k * param_bytes if k > 1 else 0),
                      peak_mb=(base + structure + n * f_in * m.dtype_bytes + 3 * in_bytes + act + 4 * param_bytes)
                      / 2**20))
 
-    cache_rows, hit = _cache_hit_rate(out_deg, k, m.cache_fraction)
     remote_rows = mb["input_rows"] * (k - 1) / k
     miss_bytes = remote_rows * (1 - hit) * f_in * m.dtype_bytes
-    fetch_s = 2 * _alltoall(0, k, cal) + _alltoall(miss_bytes, k, cal)  # counts, ids, then rows
+    exchange = 2 * _alltoall(0, k, cal) + _alltoall(miss_bytes, k, cal)  # counts, ids, then rows
+    fetch_s = (cal["fetch_work_s"] or 0.0) * stretch + exchange
     rows.append(dict(candidate=f"mini-batch, partitioned features + cache ({m.cache_fraction:.0%} of remote rows, "
                                f"expected hit rate {hit:.0%})", mode="minibatch", features="partitioned",
                      cache_fraction=m.cache_fraction, expected_hit_rate=hit, steps=steps,
-                     epoch_s=steps * step_time(sample_s + gather_s + fetch_s), comm_s=steps * (grads + fetch_s),
+                     epoch_s=steps * (work + grads + fetch_s) + loader_s * stretch + fetch_s,
+                     comm_s=steps * (grads + exchange),
                      comm_bytes=steps * (miss_bytes + (2 * (k - 1) / k * param_bytes if k > 1 else 0)),
                      peak_mb=(base + structure + (math.ceil(n / k) + cache_rows) * f_in * m.dtype_bytes + 3 * in_bytes
                               + act + 4 * param_bytes) / 2**20))
@@ -449,11 +548,13 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
         fstep = whole_s * fcompute / whole
     exchange = sum(2 * _alltoall(halo * fin * m.dtype_bytes, k, cal) for fin, _, _, _ in widths[1:])
     fgrads = _allreduce(param_bytes, k, cal)
-    fstretch = _stretch(local, cal, loader_threads=0)
+    if k > 1 and cal.get("loop_scale"):  # measured, as for the mini-batch step
+        fslow, fstall = cal["loop_scale"], cal.get("loop_stall_s", 0.0)
+    else:
+        fslow, fstall = _stretch(local, cal, loader_threads=0) * (1 + (cal.get("skew") or 0.0) * (k > 1)), 0.0
     rows.append(dict(candidate=f"full-graph, {k} part{'s' if k > 1 else ''} ({halo_note}: {halo:.0f} rows)",
                      mode="fullgraph", features="partitioned", steps=1,
-                     epoch_s=fstep * fstretch
-                     * (1 + (cal.get("skew") or 0.0) * (k > 1)) + exchange + fgrads,
+                     epoch_s=fstep * fslow + fstall + exchange + fgrads,
                      comm_s=exchange + fgrads,
                      comm_bytes=sum(2 * halo * fin * m.dtype_bytes for fin, _, _, _ in widths[1:])
                      + (2 * (k - 1) / k * param_bytes if k > 1 else 0),
@@ -473,6 +574,6 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
             r["reason"] = f"{r['epoch_s'] / choice['epoch_s']:.2f}x the chosen epoch time"
     inputs = dict(num_nodes=n, num_edges=e, in_features=f_in, classes=classes, train_count=train_count,
                   parameters=params, model=dataclasses.asdict(m), batch=mb, memory_per_process=memory_per_process,
-                  halo_rows=halo, compute_stretch=stretch, loader_beside_step=spare_core,
+                  halo_rows=halo, compute_stretch=stretch, process_cores=busy,
                   processes_per_machine=local)
     return Plan(world_size=k, rows=rows, choice=choice, calibration=cal, inputs=inputs)
