@@ -1,12 +1,13 @@
 """examples/distributed/train.py under torchrun, 3 real processes (gloo), one of which dies
-mid-epoch. In both modes:
+mid-epoch. In both modes (mini-batch with shared and with partitioned features):
 
 * same world size (``--max-restarts``): torchrun restarts all three, they resume from the
   newest checkpoint and finish with parameters bitwise equal to an undisturbed run (float64,
   dropout off);
 * elastic (``--nnodes=2:3``, c10d rendezvous, three agents of one process each): the rank's
   whole agent dies (a lost machine), the two others resume at world size 2 (mini-batch mode
-  re-deals the epoch's unconsumed seeds, full-graph mode makes the 2-part partition) and finish.
+  re-deals the epoch's unconsumed seeds, from the 2-part partition's parts with partitioned
+  features; full-graph mode makes the 2-part partition) and finish.
 
 Every time: the final parameters carry every step exactly once (no step applied twice, none
 lost), the steps redone are exactly those since the last checkpoint (counted from the step
@@ -34,6 +35,10 @@ DIE_AT = 10  # the step after which a rank dies (not a checkpoint's: steps 9 and
 RUNS = {
     # mini-batch: 140 Cora seeds, 10 per rank and batch: 5 steps per epoch at 3 ranks, 7 at 2
     "minibatch": ["--mode", "minibatch", "--model", "sage", "--epochs", "6", "--batch-size", "10"],
+    # the same with partitioned features and a cache: each rank's seeds are its part's; after a
+    # shrink the 2-part partition is made and the epoch's unconsumed seeds are its parts' own
+    "minibatch_partitioned": ["--mode", "minibatch", "--features", "partitioned", "--cache-fraction", "0.1",
+                              "--method", "random", "--model", "sage", "--epochs", "6", "--batch-size", "10"],
     # full-graph: one step per epoch
     "fullgraph": ["--mode", "fullgraph", "--model", "gcn", "--epochs", "16", "--lr", "0.05",
                   "--method", "random"],
@@ -96,7 +101,7 @@ def _steps(out: Path):
 
 def _accuracy(out: Path, mode):
     r = json.loads((out / "result.json").read_text())
-    return r["final"]["test"] if mode == "minibatch" else r["history"][-1]["test"]
+    return r["history"][-1]["test"] if mode == "fullgraph" else r["final"]["test"]
 
 
 def _check_lineage(out: Path, total_steps):
@@ -113,7 +118,7 @@ def _check_lineage(out: Path, total_steps):
     return final
 
 
-@pytest.mark.parametrize("mode", ["minibatch", "fullgraph"])
+@pytest.mark.parametrize("mode", ["minibatch", "minibatch_partitioned", "fullgraph"])
 def test_restart_with_the_same_world_size_is_bitwise(tmp_path, mode):
     ref = _standalone(mode, tmp_path / "undisturbed")
     assert "final: test accuracy" in ref.stdout
@@ -129,7 +134,7 @@ def test_restart_with_the_same_world_size_is_bitwise(tmp_path, mode):
     assert _accuracy(tmp_path / "killed", mode) == _accuracy(tmp_path / "undisturbed", mode)
 
 
-@pytest.mark.parametrize("mode", ["minibatch", "fullgraph"])
+@pytest.mark.parametrize("mode", ["minibatch", "minibatch_partitioned", "fullgraph"])
 def test_elastic_shrinks_from_three_ranks_to_two(tmp_path, mode):
     _standalone(mode, tmp_path / "undisturbed")
     codes, logs = _elastic(mode, tmp_path / "elastic", ["--checkpoint-dir", str(tmp_path / "ck"),
@@ -144,6 +149,8 @@ def test_elastic_shrinks_from_three_ranks_to_two(tmp_path, mode):
         assert (tmp_path / "parts-2" / "partition.json").is_file()
     else:  # the re-dealt epoch and the later ones at 2 ranks: count what the log says was applied
         total = _steps(out)[-1][1]
-        assert total > len(_steps(tmp_path / "undisturbed"))  # 7 steps per epoch at 2 ranks, 5 at 3
+        assert total > len(_steps(tmp_path / "undisturbed"))  # more seeds per rank at 2 ranks than at 3
+        if mode == "minibatch_partitioned":  # the features now come from the 2-part partition
+            assert (tmp_path / "parts-2" / "partition.json").is_file()
     _check_lineage(out, total)
     assert abs(_accuracy(out, mode) - _accuracy(tmp_path / "undisturbed", mode)) <= 0.01
