@@ -62,7 +62,7 @@ import torch
 
 from .. import nn as ssnn
 from ..graph import Graph
-from ..loader import sample_blocks
+from ..loader import NeighborLoader, sample_blocks
 from .calibration import _typical, calibrate
 
 _KINDS = ("sage", "gcn", "gat", "rgcn")
@@ -72,10 +72,9 @@ _KINDS = ("sage", "gcn", "gat", "rgcn")
 class ModelSpec:
     """What the cost model needs of the model and its training: ``kind`` (sage, gcn, gat,
     rgcn), ``hidden`` width (per head for GAT), ``heads``, ``fanouts``, ``batch_size`` (seeds
-    per rank and step), ``dropout`` (between the layers), ``dtype_bytes``, ``cache_fraction`` (of
-    the remote rows, for the
-    partitioned candidate). ``in_features``, ``classes`` and R-GCN's ``relations`` come from
-    the data unless given."""
+    per rank and step), ``dropout`` (between the layers), ``dtype_bytes``, ``cache_fraction``
+    (of the remote rows, for the partitioned candidate). ``in_features``, ``classes`` and
+    R-GCN's ``relations`` come from the data unless given."""
 
     kind: str = "sage"
     hidden: int = 32
@@ -267,12 +266,10 @@ def measure_minibatch_loop(m: ModelSpec, widths, graph, x, train, batch: int, ba
     dropout, the loss, the optimizer, the loss read back. An epoch of ``batches`` batches of
     ``batch`` seeds, three times. Returns ``minibatch_step_s`` (the mean wall time from one
     batch to the next, after the first epoch and each epoch's first batch: the step with what
-    the loader adds to it, stalls included), ``loader_batch_s`` (the loader's time for one batch on its own:
-    what an epoch waits for before its first step) and ``process_cores`` (CPU seconds per
+    the loader adds to it, stalls included), ``loader_batch_s`` (the loader's time for one
+    batch on its own: what an epoch waits for before its first step) and ``process_cores`` (CPU seconds per
     second of the loop: the cores one process keeps busy). Random labels; the data's features
     (random ones of the model's width when it has none)."""
-    from ..loader import NeighborLoader
-
     dtype = torch.float64 if m.dtype_bytes == 8 else torch.float32
     convs = _make_layers(m, widths).to(dtype)
     opt = torch.optim.Adam(convs.parameters(), lr=0.01)
