@@ -64,6 +64,8 @@ from .. import nn as ssnn
 from ..graph import Graph
 from ..loader import NeighborLoader, sample_blocks
 from .calibration import _typical, calibrate
+from .feature_cache import lookup, merge
+from .minibatch import place, route, serve
 
 _KINDS = ("sage", "gcn", "gat", "rgcn")
 
@@ -306,9 +308,6 @@ def measure_fetch_work(graph, x, f_in: int, train, m: ModelSpec, k: int, batch: 
     out-degree remote vertices, merging hits and misses: the same steps the fetch runs, on
     batches sampled from the data with a random assignment to ``k`` parts. On one rank a
     fetch is a local gather, as with replicated features: 0."""
-    from .feature_cache import lookup, merge
-    from .minibatch import place, route, serve
-
     if k < 2:
         return 0.0
     g = torch.Generator().manual_seed(3)
