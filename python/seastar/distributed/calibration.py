@@ -22,9 +22,9 @@ What it measures, each as a rate the model multiplies by a count:
   loader thread sampling and gathering beside GraphSAGE steps on a random graph, whole epochs
   timed) at two batch sizes, alone in the calling process (with ``compute_rates``: inside a
   job every rank times it at once, which makes the fit milder), then in every process of the
-  group at once (the slowest rank's). It holds what the cores being shared, the ranks' arrival apart at
-  each all-reduce and the scheduler's wake-ups of waiting threads cost, none of which the
-  collectives' latency and bandwidth show.
+  group at once (the slowest rank's). It holds what the cores being shared, the ranks'
+  arrival apart at each all-reduce and the scheduler's wake-ups of waiting threads cost, none
+  of which the collectives' latency and bandwidth show.
 
 Each rate is the best of a few repetitions (the machine's capability, not its noisiest moment).
 """

@@ -254,7 +254,8 @@ def fit_step(m: ModelSpec, widths, cal) -> dict:
         x = torch.randn(n, widths[0][0], generator=g, dtype=dtype)
         y = torch.randint(0, widths[-1][1], (n,), generator=g)
 
-        t = _typical(lambda: _train_step(convs, opt, [graph] * len(convs), x, y, m.dropout))  # a step as runs see it, as the benchmark measures epochs (median)
+        # a step as runs see it, as the benchmark measures epochs (median)
+        t = _typical(lambda: _train_step(convs, opt, [graph] * len(convs), x, y, m.dropout))
         units, _ = _layers_time(m, widths, [(n, n, e + (n if m.kind == "gcn" else 0))] * len(widths), cal)
         points.append((units, t))
     (u0, t0), (u1, t1) = points
