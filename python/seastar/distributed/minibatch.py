@@ -188,8 +188,8 @@ class PartitionedFeatures:
     rows of the vertices it owns, and ``fetch(ids)`` returns any rows, remote ones from their
     owners: ``all_to_all_single`` of the counts, the ids and the rows (on one rank, no exchange:
     every row is local). It is a collective: every rank calls it the same number of times (once
-    per batch). It runs in a process group of its own,
-    so a loader thread may fetch while the training thread's DDP all-reduces run."""
+    per batch). It runs in a process group of its own, so a loader thread may fetch while the
+    training thread's DDP all-reduces run."""
 
     def __init__(self, owned_rows: torch.Tensor, owned: torch.Tensor, assignment: torch.Tensor):
         if owned_rows.shape[0] != owned.numel():

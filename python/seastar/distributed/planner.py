@@ -56,6 +56,7 @@ import math
 import os
 import statistics
 import time
+import types
 from typing import List, Optional
 
 import torch
@@ -64,7 +65,7 @@ from .. import nn as ssnn
 from ..graph import Graph
 from ..loader import NeighborLoader, sample_blocks
 from .calibration import _typical, calibrate
-from .feature_cache import lookup, merge
+from .feature_cache import hot_by_degree, lookup, merge
 from .minibatch import place, route, serve
 
 _KINDS = ("sage", "gcn", "gat", "rgcn")
@@ -318,10 +319,9 @@ def measure_fetch_work(graph, x, f_in: int, train, m: ModelSpec, k: int, batch: 
     if x is None:
         x = torch.randn(n, f_in, generator=g)
     rows = x.index_select(0, owned)
-    out_deg = torch.bincount(graph.edge_index[0], minlength=n).to(torch.float64)
-    out_deg[owned] = -1.0  # only remote vertices are cached
+    # the cache rank 0 would hold: its highest out-degree remote vertices
+    hot = hot_by_degree(graph, types.SimpleNamespace(assignment=assignment, rank=0), cache_rows)
     slots = torch.full((n,), -1, dtype=torch.long)
-    hot = torch.sort(-out_deg, stable=True).indices[:cache_rows]
     slots[hot] = torch.arange(hot.numel())
     cache = x.index_select(0, hot)
     seeds = train.nonzero().view(-1) if train is not None else torch.arange(n)
@@ -395,11 +395,10 @@ def _sampled_blocks(graph, train, m: ModelSpec, batch: int, batches: int = 4) ->
     return dict(blocks=blocks, input_rows=blocks[0][0], edges=edges_total / batches)
 
 
-def _stretch(local: int, cal, loader_threads: int) -> float:
-    """How much compute slows when ``local`` processes of a machine (and their loader threads)
-    share its cores."""
-    want = local * (cal.get("threads", 1) + loader_threads)
-    return max(1.0, want / max(1, cal.get("cores", os.cpu_count() or 1)))
+def _stretch(local: int, cal, busy: float) -> float:
+    """How much compute slows when ``local`` processes of a machine, each keeping ``busy``
+    cores busy, share its cores."""
+    return max(1.0, local * busy / max(1, cal.get("cores", os.cpu_count() or 1)))
 
 
 def _expected_halo(out_deg: torch.Tensor, k: int) -> float:
@@ -494,9 +493,8 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
         loader_s = mb["edges"] / cal["sampling_rate"] + in_bytes / cal["gather_rate"]
         step_s = cal["step_fixed_s"] + cal["step_scale"] * compute + loader_s
         busy = None
-    # the processes of a machine share its cores: a loop that keeps `busy` cores busy slows
-    # when local x busy exceeds them
-    stretch = max(1.0, local * (busy or cal.get("threads", 1) + 1) / max(1, cal.get("cores", os.cpu_count() or 1)))
+    # the processes of a machine share its cores (estimated: its threads and the loader's)
+    stretch = _stretch(local, cal, busy or cal.get("threads", 1) + 1)
     if k > 1 and cal.get("loop_scale"):  # measured: a loop's step in k processes against one alone
         stretch = cal["loop_scale"]
         work = step_s * stretch + cal.get("loop_stall_s", 0.0)
@@ -548,7 +546,7 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     if k > 1 and cal.get("loop_scale"):  # measured, as for the mini-batch step
         fslow, fstall = cal["loop_scale"], cal.get("loop_stall_s", 0.0)
     else:
-        fslow, fstall = _stretch(local, cal, loader_threads=0) * (1 + (cal.get("skew") or 0.0) * (k > 1)), 0.0
+        fslow, fstall = _stretch(local, cal, cal.get("threads", 1)) * (1 + (cal.get("skew") or 0.0) * (k > 1)), 0.0
     rows.append(dict(candidate=f"full-graph, {k} part{'s' if k > 1 else ''} ({halo_note}: {halo:.0f} rows)",
                      mode="fullgraph", features="partitioned", steps=1,
                      epoch_s=fstep * fslow + fstall + exchange + fgrads,
