@@ -15,10 +15,11 @@ namespace {
 constexpr int kReduceBlock = 256;               ///< threads per block of the partial-sum reduction
 constexpr int64_t kMaxChunks = 8192;            ///< blocks of centres of a parameter gradient
 constexpr int64_t kMaxScratch = int64_t(1) << 22;  ///< partial-sum elements of one traversal
-/// Blocks per SM that ptxas keeps resident for a hub-path traversal (at most 42 registers a
-/// thread): the hub combine, run once per hub, would otherwise raise the register count and
-/// cost the occupancy of every centre's edge loop; the zoo's edge loops need at most 40.
-constexpr int kHubMinBlocksPerSM = 3;
+/// Threads per SM that ptxas keeps resident for a hub-path traversal (its __launch_bounds__
+/// asks for this over the block's threads in blocks: at most 42 registers a thread): the hub
+/// combine, run once per hub, would otherwise raise the register count and cost the occupancy
+/// of every centre's edge loop; the zoo's edge loops need at most 40.
+constexpr int kHubResidentThreads = 1536;
 /// Dynamic shared memory a block gets without opting in (cuFuncSetAttribute) on every device.
 constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 
@@ -38,6 +39,8 @@ class CudaEmitter : public EmitterBase {
   using EmitterBase::EmitterBase;
 
   CudaProgram run() {
+    const std::string bad = launch::mapping_settings_error(o_.mapping);
+    if (!bad.empty()) SEASTAR_THROW(ValueError, bad);
     CudaProgram prog;
     prog.num_buffers = static_cast<int>(p_.buffers.size());
     prog.float_bytes = o_.float_type == "double" ? 8 : 4;
@@ -258,7 +261,7 @@ class CudaEmitter : public EmitterBase {
     launch.name = "kernel_" + std::to_string(index);
     hub_ = hub_path(k, t, m, prog.float_bytes);
     if (hub_) {
-      m.block_threads = launch::kHubBlockThreads;
+      m.block_threads = o_.mapping.hub_block_threads;
       m.groups_per_block = m.block_threads / m.group_threads;
       launch.hub_degree = o_.hub_degree;
     }
@@ -270,7 +273,8 @@ class CudaEmitter : public EmitterBase {
         << " per item, " << m.block_threads << " per block; widest value " << width_ << " elements ("
         << m.elems_per_thread << " per lane)\n"
         << "extern \"C\" __global__ void __launch_bounds__(" << m.block_threads
-        << (hub_ ? ", " + std::to_string(kHubMinBlocksPerSM) : std::string()) << ") " << launch.name
+        << (hub_ ? ", " + std::to_string(std::max(1, kHubResidentThreads / m.block_threads)) : std::string()) << ") "
+        << launch.name
         << "(const Args args) {\n"
         << "  constexpr int GT = " << m.group_threads << ";\n"
         << "  const sx::Group<GT> grp;\n  const int lane = grp.lane;\n  (void)lane;\n"
@@ -303,8 +307,9 @@ class CudaEmitter : public EmitterBase {
     if (k.kind != Kernel::Kind::Traverse || o_.hub_degree <= 0 || m.group_threads > launch::kWarpSize ||
         !t.rows.empty() || hub_unsupported_)
       return false;
-    const int64_t groups = launch::kHubBlockThreads / m.group_threads;
-    const int64_t bytes = (smem_elems_ * groups + hub_smem_elems_ * launch::kHubBlockThreads) * float_bytes;
+    const int64_t block = o_.mapping.hub_block_threads;
+    const int64_t groups = block / m.group_threads;
+    const int64_t bytes = (smem_elems_ * groups + hub_smem_elems_ * block) * float_bytes;
     return groups > 1 && bytes <= kMaxStaticSharedBytes;
   }
 
@@ -336,7 +341,7 @@ class CudaEmitter : public EmitterBase {
       pieces_ = hub_pieces(k, t);
     }
     probe_ = false;
-    const launch::ThreadMapping m = launch::choose_mapping(width_, heads_);
+    const launch::ThreadMapping m = launch::choose_mapping(width_, heads_, o_.mapping);
     gt_ = m.group_threads;
     smem_elems_ = 0;
     return m;

@@ -13,13 +13,26 @@ int64_t next_pow2(int64_t x) {
   return p;
 }
 
-constexpr int kSmallBlockThreads = 256;  ///< blocks of groups narrower than a block
 constexpr int kMinBlockPerItem = 256;    ///< from this width on, one block per item
 constexpr int kMaxElemsPerThread = 4;    ///< wide items: grow the block before the per-lane share
 
+bool pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
 }  // namespace
 
-ThreadMapping choose_mapping(int64_t features, int64_t heads) {
+std::string mapping_settings_error(const MappingSettings& s) {
+  if (!pow2(s.max_group_threads) || s.max_group_threads > kWarpSize)
+    return "SEASTAR_CUDA_GROUP_THREADS must be a power of two from 1 to 32, got " + std::to_string(s.max_group_threads);
+  if (s.block_threads < kWarpSize || s.block_threads > kMaxBlockThreads || s.block_threads % kWarpSize != 0)
+    return "SEASTAR_CUDA_BLOCK_THREADS must be a multiple of 32 from 32 to 1024, got " + std::to_string(s.block_threads);
+  if (s.hub_block_threads < 2 * kWarpSize || s.hub_block_threads > kMaxBlockThreads ||
+      s.hub_block_threads % kWarpSize != 0)
+    return "SEASTAR_CUDA_HUB_BLOCK_THREADS must be a multiple of 32 from 64 to 1024, got " +
+           std::to_string(s.hub_block_threads);
+  return "";
+}
+
+ThreadMapping choose_mapping(int64_t features, int64_t heads, const MappingSettings& settings) {
   ThreadMapping m;
   const int64_t S = std::max<int64_t>(features, 1);
   heads = std::max<int64_t>(heads, 1);
@@ -30,11 +43,12 @@ ThreadMapping choose_mapping(int64_t features, int64_t heads) {
     m.block_threads = m.group_threads;
     m.block_per_item = true;
   } else {
-    // a power of two >= min(S, 32); at least one lane per head while that fits in a warp, so
-    // a head's reductions stay within its lanes' neighbourhood
-    const int64_t want = std::max(std::min<int64_t>(S, kWarpSize), std::min<int64_t>(heads, kWarpSize));
+    // a power of two >= min(S, the most threads per item); at least one lane per head while
+    // that fits in a warp, so a head's reductions stay within its lanes' neighbourhood
+    const int64_t most = std::clamp<int64_t>(settings.max_group_threads, 1, kWarpSize);
+    const int64_t want = std::max(std::min<int64_t>(S, most), std::min<int64_t>(heads, kWarpSize));
     m.group_threads = static_cast<int>(std::min<int64_t>(next_pow2(want), kWarpSize));
-    m.block_threads = kSmallBlockThreads;
+    m.block_threads = std::clamp(settings.block_threads / kWarpSize * kWarpSize, kWarpSize, kMaxBlockThreads);
   }
   m.groups_per_block = m.block_threads / m.group_threads;
   m.elems_per_thread = (S + m.group_threads - 1) / m.group_threads;

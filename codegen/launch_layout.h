@@ -67,10 +67,40 @@ std::vector<uint64_t> cuda_args_words(int64_t N, int64_t E, int64_t NS, void* co
 constexpr int64_t kDefaultHubDegree = 512;
 /// Threads per block of a traversal with the hub path: the groups that split a hub.
 constexpr int kHubBlockThreads = 512;
+/// Threads per block of groups narrower than a block (every map, and traversals without the hub
+/// path).
+constexpr int kSmallBlockThreads = 256;
 /// Traversals with parameter-gradient partial sums cut hubs into pieces of the mean chunk's
 /// edges over this: a chunk holding a piece then does at most about 1 + 1 / this of the mean
 /// chunk's work, at the cost of reading a hub's centre once per piece.
 constexpr int64_t kHubPiecesPerChunk = 2;
+
+constexpr int kMaxBlockThreads = 1024;
+constexpr int kWarpSize = 32;
+
+/// The thread-mapping parameters the device benchmark sweeps (benchmarks/sweep_launch.py), so
+/// that the defaults come from measurement. The runtime reads them from SEASTAR_CUDA_GROUP_THREADS,
+/// SEASTAR_CUDA_BLOCK_THREADS and SEASTAR_CUDA_HUB_BLOCK_THREADS when it emits a program
+/// (runtime/engine/kernel_variant.cpp); the defaults are the mapping described above.
+struct MappingSettings {
+  /// Widths under 256: at most this many threads per item (a power of two, 1..32). Fewer
+  /// threads per item give each lane more elements (more independent loads in flight) and pack
+  /// more low-degree centres into a warp; never fewer than one lane per head while heads fit in
+  /// a warp.
+  int max_group_threads = kWarpSize;
+  /// Threads per block of groups narrower than a block: a multiple of 32, 32..1,024.
+  int block_threads = kSmallBlockThreads;
+  /// Threads per block of a traversal with the hub path: a multiple of 32, 64..1,024 (at least
+  /// two groups must split a hub).
+  int hub_block_threads = kHubBlockThreads;
+  bool operator==(const MappingSettings& o) const {
+    return max_group_threads == o.max_group_threads && block_threads == o.block_threads &&
+           hub_block_threads == o.hub_block_threads;
+  }
+};
+
+/// "" for valid settings, else what is wrong with them (named by the settings' variables).
+std::string mapping_settings_error(const MappingSettings& s);
 
 struct EmitOptions {
   std::string float_type = "float";     ///< "float" or "double"
@@ -80,10 +110,8 @@ struct EmitOptions {
   std::string storage_type;
   std::string name = "program";
   int64_t hub_degree = kDefaultHubDegree;  ///< CUDA: the hub path's least degree; 0 = none
+  MappingSettings mapping;                 ///< CUDA: the thread mapping's parameters
 };
-
-constexpr int kMaxBlockThreads = 1024;
-constexpr int kWarpSize = 32;
 
 struct ThreadMapping {
   int group_threads = 1;     ///< threads per item, a power of two
@@ -95,8 +123,8 @@ struct ThreadMapping {
 };
 
 /// The mapping for a kernel whose widest value has `features` elements (`heads` heads of
-/// features / heads each). Any non-negative sizes give a valid mapping.
-ThreadMapping choose_mapping(int64_t features, int64_t heads = 1);
+/// features / heads each). Any non-negative sizes and valid settings give a valid mapping.
+ThreadMapping choose_mapping(int64_t features, int64_t heads = 1, const MappingSettings& settings = {});
 
 /// Blocks for `items` items: enough for every group to have one, capped at `max_blocks`
 /// (resident blocks of the device; 0 = no cap; work beyond it is taken dynamically or in a

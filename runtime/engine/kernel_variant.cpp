@@ -1,6 +1,7 @@
 /** \file Steps 6-emit and 7-compile of the back half per variant; see kernel_variant.h. */
 #include "runtime/engine/kernel_variant.h"
 
+#include <cerrno>
 #include <cstdlib>
 
 #include "codegen/cpu_emitter.h"
@@ -15,15 +16,40 @@ std::string Variant::name() const {
   return std::string(f) + (i64 ? "_i64" : "_i32") + (emulate_cuda ? "_cudaemu" : "");
 }
 
-int64_t hub_degree_setting() {
-  const char* env = std::getenv("SEASTAR_CUDA_HUB_DEGREE");
-  if (!env || !*env) return launch::kDefaultHubDegree;
+namespace {
+
+/// The integer in environment variable `name`, or `fallback` when it is unset or empty;
+/// ValueError, naming the variable and `what` it must be, for anything else.
+int64_t integer_setting(const char* name, int64_t fallback, const char* what) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return fallback;
   char* end = nullptr;
+  errno = 0;
   const long long v = std::strtoll(env, &end, 10);
-  if (*end != '\0' || v < 0)
-    SEASTAR_THROW(ValueError, "SEASTAR_CUDA_HUB_DEGREE must be a non-negative integer (0: no hub path), got '", env,
-                  "'");
+  if (*end != '\0' || errno == ERANGE || v < 0) SEASTAR_THROW(ValueError, name, " must be ", what, ", got '", env, "'");
   return v;
+}
+
+}  // namespace
+
+int64_t hub_degree_setting() {
+  return integer_setting("SEASTAR_CUDA_HUB_DEGREE", launch::kDefaultHubDegree,
+                         "a non-negative integer (0: no hub path)");
+}
+
+launch::MappingSettings mapping_settings() {
+  launch::MappingSettings s;
+  const auto read = [](const char* name, int fallback, const char* what) {
+    const int64_t v = integer_setting(name, fallback, what);
+    if (v > launch::kMaxBlockThreads) SEASTAR_THROW(ValueError, name, " must be ", what, ", got ", v);
+    return static_cast<int>(v);
+  };
+  s.max_group_threads = read("SEASTAR_CUDA_GROUP_THREADS", s.max_group_threads, "a power of two from 1 to 32");
+  s.block_threads = read("SEASTAR_CUDA_BLOCK_THREADS", s.block_threads, "a multiple of 32 from 32 to 1024");
+  s.hub_block_threads = read("SEASTAR_CUDA_HUB_BLOCK_THREADS", s.hub_block_threads, "a multiple of 32 from 64 to 1024");
+  const std::string bad = launch::mapping_settings_error(s);
+  if (!bad.empty()) SEASTAR_THROW(ValueError, bad);
+  return s;
 }
 
 codegen::EmitOptions emit_options(const std::string& program, const std::string& direction, const Variant& v) {
@@ -33,6 +59,7 @@ codegen::EmitOptions emit_options(const std::string& program, const std::string&
   o.index_type = v.i64 ? "int64_t" : "int32_t";
   o.name = program + "." + direction;
   o.hub_degree = hub_degree_setting();
+  o.mapping = mapping_settings();
   return o;
 }
 

@@ -30,6 +30,11 @@ struct Variant {
 /// ValueError for a value that is not a non-negative integer.
 int64_t hub_degree_setting();
 
+/// The CUDA thread mapping's parameters: SEASTAR_CUDA_GROUP_THREADS (the most threads per item
+/// below a block's width), SEASTAR_CUDA_BLOCK_THREADS, SEASTAR_CUDA_HUB_BLOCK_THREADS, each
+/// launch::MappingSettings' default when unset; ValueError naming the variable for a bad value.
+launch::MappingSettings mapping_settings();
+
 /// What the emitters are told: the variant's C types and `<program>.<direction>` as the name.
 codegen::EmitOptions emit_options(const std::string& program, const std::string& direction, const Variant& v);
 

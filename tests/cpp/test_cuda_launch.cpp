@@ -18,9 +18,10 @@ namespace {
 
 bool pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 
-void check_mapping(int64_t S, int64_t heads) {
-  SCOPED_TRACE("S=" + std::to_string(S) + " heads=" + std::to_string(heads));
-  const ThreadMapping m = choose_mapping(S, heads);
+void check_mapping(int64_t S, int64_t heads, const launch::MappingSettings& settings = {}) {
+  SCOPED_TRACE("S=" + std::to_string(S) + " heads=" + std::to_string(heads) + " group<=" +
+               std::to_string(settings.max_group_threads) + " block=" + std::to_string(settings.block_threads));
+  const ThreadMapping m = choose_mapping(S, heads, settings);
   EXPECT_LE(m.block_threads, kMaxBlockThreads);
   EXPECT_GE(m.block_threads, 1);
   EXPECT_TRUE(pow2(m.group_threads));
@@ -81,6 +82,51 @@ TEST(CudaLaunchConfig, ShapesFollowTheWidth) {
   EXPECT_EQ(choose_mapping(int64_t(1) << 20).block_threads, kMaxBlockThreads);
   // heads wider than the features per head: one lane per head while it fits in a warp
   EXPECT_EQ(choose_mapping(8, 8).elems_per_thread, 1);
+}
+
+TEST(CudaLaunchConfig, SettingsGiveValidMappings) {
+  for (int group : {1, 2, 4, 8, 16, 32})
+    for (int block : {32, 64, 96, 128, 512, 1024}) {
+      launch::MappingSettings s;
+      s.max_group_threads = group;
+      s.block_threads = block;
+      ASSERT_EQ(launch::mapping_settings_error(s), "");
+      for (int64_t S : {int64_t(1), int64_t(7), int64_t(16), int64_t(64), int64_t(255), int64_t(256), int64_t(2048)})
+        for (int64_t heads : {int64_t(1), int64_t(4), int64_t(8), int64_t(64)}) check_mapping(S, heads, s);
+    }
+}
+
+TEST(CudaLaunchConfig, SettingsShapeNarrowGroupsOnly) {
+  launch::MappingSettings s;
+  s.max_group_threads = 8;
+  s.block_threads = 128;
+  EXPECT_EQ(choose_mapping(64, 1, s).group_threads, 8);
+  EXPECT_EQ(choose_mapping(64, 1, s).elems_per_thread, 8);
+  EXPECT_EQ(choose_mapping(64, 1, s).groups_per_block, 16);
+  EXPECT_EQ(choose_mapping(64, 16, s).group_threads, 16) << "never fewer lanes than heads in a warp";
+  EXPECT_EQ(choose_mapping(4, 1, s).group_threads, 4) << "narrow values keep their own size";
+  EXPECT_EQ(choose_mapping(256, 1, s).block_threads, 256) << "a block per item is sized by the width";
+  EXPECT_TRUE(choose_mapping(256, 1, s).block_per_item);
+  EXPECT_EQ(choose_mapping(64, 4, launch::MappingSettings{}).group_threads, 32) << "the defaults are the rule above";
+}
+
+TEST(CudaLaunchConfig, BadSettingsAreNamed) {
+  launch::MappingSettings s;
+  EXPECT_EQ(launch::mapping_settings_error(s), "");
+  s.max_group_threads = 12;
+  EXPECT_NE(launch::mapping_settings_error(s).find("SEASTAR_CUDA_GROUP_THREADS must be a power of two"),
+            std::string::npos);
+  s.max_group_threads = 64;
+  EXPECT_NE(launch::mapping_settings_error(s).find("got 64"), std::string::npos);
+  s = {};
+  s.block_threads = 48;
+  EXPECT_NE(launch::mapping_settings_error(s).find("SEASTAR_CUDA_BLOCK_THREADS must be a multiple of 32"),
+            std::string::npos);
+  s.block_threads = 2048;
+  EXPECT_NE(launch::mapping_settings_error(s).find("got 2048"), std::string::npos);
+  s = {};
+  s.hub_block_threads = 32;  // one warp cannot split a hub among groups
+  EXPECT_NE(launch::mapping_settings_error(s).find("SEASTAR_CUDA_HUB_BLOCK_THREADS"), std::string::npos);
 }
 
 TEST(CudaArgs, TheWordsFollowTheStructsFields) {

@@ -24,7 +24,8 @@
 #   train    Cora (GAT and GCN) and a mini-batch run on the GPU (examples/)
 #   registers  NVRTC's register and spill report of every zoo kernel for this GPU
 #   bench    the GPU benchmark against PyG (benchmarks/bench_gpu.py; GPU_BENCH_CMD replaces it)
-#   sweep    seastar's epoch at several hub degrees (benchmarks/sweep_hub_degree.py), into bench.*
+#   sweep    seastar's epoch under several launch settings: hub degree, threads per item, threads
+#            per block (benchmarks/sweep_launch.py), into bench.*
 # Writes at most 8 files to OUT_DIR (the device tool returns no more): summary.txt (every step's
 # status and every failure), build.log (environment and build), pytest_cuda.log,
 # pytest_compat.log, train.log, registers.json, bench.json, bench.md.
@@ -171,17 +172,20 @@ if [[ -f $BENCH/bench.md ]]; then cp "$BENCH/bench.md" "$OUT/bench.md"; else tai
 note "== benchmark: rc=$rc ($(elapsed))"
 [[ $rc != 0 ]] && { status=1; tail -15 "$BENCH.log" 2>/dev/null | tee -a "$SUMMARY"; }
 
-# --- the hub degree of the CUDA traversals, swept (folded into bench.json and bench.md) ----------
+# --- the CUDA launch settings, swept (folded into bench.json and bench.md) ----------------------
+# GPU_SWEEP_SETTINGS picks them (sweep_launch.py --settings); the default changes each parameter
+# alone from today's defaults, on the two layers whose kernels differ most
 SWEEP_BUDGET=$(limit "${GPU_SWEEP_BUDGET:-100}" 5)
+SWEEP_SETTINGS=${GPU_SWEEP_SETTINGS:-"hub=0,hub=2048,group=16,block=512,hub_block=256,hub_block=1024"}
 if ((SWEEP_BUDGET >= 40)); then
-  timeout $((SWEEP_BUDGET + 60)) "$PY" benchmarks/sweep_hub_degree.py --out "$BENCH" --device cuda --degrees 0,512,2048 --layers gcn,gat \
-    --budget "$SWEEP_BUDGET" --merge-into "$OUT/bench.json" > "$BENCH.sweep.log" 2>&1
+  timeout $((SWEEP_BUDGET + 60)) "$PY" benchmarks/sweep_launch.py --out "$BENCH" --device cuda --settings "$SWEEP_SETTINGS" \
+    --layers gcn,gat --budget "$SWEEP_BUDGET" --merge-into "$OUT/bench.json" > "$BENCH.sweep.log" 2>&1
   rc=$?
-  [[ -f $BENCH/hub_sweep.md ]] && { echo; cat "$BENCH/hub_sweep.md"; } >> "$OUT/bench.md"
-  note "== hub sweep: rc=$rc ($(elapsed))"
+  [[ -f $BENCH/launch_sweep.md ]] && { echo; cat "$BENCH/launch_sweep.md"; } >> "$OUT/bench.md"
+  note "== launch sweep: rc=$rc ($(elapsed))"
   [[ $rc != 0 ]] && { status=1; tail -15 "$BENCH.sweep.log" 2>/dev/null | tee -a "$SUMMARY"; }
 else
-  note "== hub sweep: skipped, ${SWEEP_BUDGET} s left"
+  note "== launch sweep: skipped, ${SWEEP_BUDGET} s left"
 fi
 
 note "== total $(elapsed), status $status"

@@ -271,21 +271,29 @@ def test_gpu_benchmark_smoke_on_the_cpu(tmp_path):
     assert "fastest peer" in (tmp_path / "bench.md").read_text()
 
 
-def test_hub_degree_sweep_smoke_on_the_cpu(tmp_path):
+def test_launch_sweep_smoke_on_the_cpu(tmp_path):
     """The sweep's plumbing (one process per setting, two rounds, the table, the merge into a
-    bench.json); on the CPU the setting changes nothing, so no timing is asserted."""
+    bench.json, a bad value refused by the runtime in its own process and reported); on the CPU
+    the settings change nothing, so no timing is asserted."""
     bench = tmp_path / "bench.json"
     bench.write_text(json.dumps({"groups": []}))
-    _run([os.path.join(ROOT, "benchmarks", "sweep_hub_degree.py"), "--smoke", "--device", "cpu", "--degrees", "0,512",
-          "--layers", "gcn", "--budget", "120", "--out", str(tmp_path), "--merge-into", str(bench)], 300)
-    res = json.loads((tmp_path / "hub_sweep.json").read_text())
-    assert res["degrees"] == [0, 512] and len(res["rounds"]) == 2
+    _run([os.path.join(ROOT, "benchmarks", "sweep_launch.py"), "--smoke", "--device", "cpu",
+          "--settings", "hub=0,group=8+block=64,block=33", "--layers", "gcn", "--budget", "200", "--out", str(tmp_path),
+          "--merge-into", str(bench)], 400)
+    res = json.loads((tmp_path / "launch_sweep.json").read_text())
+    assert list(res["settings"]) == ["default", "hub=0", "group=8+block=64", "block=33"]
+    assert res["settings"]["group=8+block=64"] == {"SEASTAR_CUDA_GROUP_THREADS": "8", "SEASTAR_CUDA_BLOCK_THREADS": "64"}
+    assert len(res["rounds"]) == 2
     row = res["table"]["gcn"]
-    assert row["best_degree"] in (0, 512) and row[str(row["best_degree"])]["over_best"] == 1.0
-    assert all(row[d]["epoch_ms"] > 0 for d in ("0", "512"))
-    assert json.loads(bench.read_text())["hub_sweep"]["table"] == res["table"]
-    assert "| gcn |" in (tmp_path / "hub_sweep.md").read_text()
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "sweep_hub_degree.py"), "--out", "x",
-                        "--degrees", "a,b"], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert r.returncode != 0 and "--degrees must be integers" in r.stderr
+    assert row["best"] in ("default", "hub=0", "group=8+block=64") and row[row["best"]]["over_best"] == 1.0
+    assert all(row[s]["epoch_ms"] > 0 for s in ("default", "hub=0", "group=8+block=64"))
+    bad = res["rounds"][0]["block=33"]
+    assert bad["status"] == "failed" and "SEASTAR_CUDA_BLOCK_THREADS must be a multiple of 32" in bad["reason"]
+    assert json.loads(bench.read_text())["launch_sweep"]["table"] == res["table"]
+    md = (tmp_path / "launch_sweep.md").read_text()
+    assert "| gcn |" in md and "Failed:" in md
+    for setting, message in [("hub=a", "hub must be a non-negative integer"), ("warp=4", "a setting is name=value")]:
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "sweep_launch.py"), "--out", "x",
+                            "--settings", setting], capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert r.returncode != 0 and message in r.stderr
 

@@ -1,0 +1,137 @@
+"""The CUDA thread mapping's settings, run through the host emulator (SEASTAR_CUDA_EMULATE=1):
+SEASTAR_CUDA_GROUP_THREADS caps the threads per item below a block's width (each lane then holds
+more of a value's elements), SEASTAR_CUDA_BLOCK_THREADS sets the threads of a block of such
+groups, SEASTAR_CUDA_HUB_BLOCK_THREADS those of a hub-path traversal. The device benchmark sweeps
+them (benchmarks/sweep_launch.py), so every setting must compute what the defaults compute:
+forward and every gradient of the zoo against plain torch in float64 on graphs with hubs,
+isolated vertices, self loops and multi-edges, the hub path taken by most centres; GAT's online
+softmax at real widths in float32; the generated source carries the mapping; a bad value is
+refused by the variable's name.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import seastar as ss
+from models import MODELS, check_against_torch
+
+# each changes what the defaults give the zoo's kernels: one lane per item (every lane holds a
+# whole value), two lanes in one-warp blocks, the widest blocks with the narrowest hub blocks,
+# and hub blocks of 1,024 threads
+SETTINGS = {
+    "group1": {"SEASTAR_CUDA_GROUP_THREADS": "1"},
+    "group2_block32": {"SEASTAR_CUDA_GROUP_THREADS": "2", "SEASTAR_CUDA_BLOCK_THREADS": "32"},
+    "block1024_hub64": {"SEASTAR_CUDA_BLOCK_THREADS": "1024", "SEASTAR_CUDA_HUB_BLOCK_THREADS": "64"},
+    "hub1024_group4": {"SEASTAR_CUDA_HUB_BLOCK_THREADS": "1024", "SEASTAR_CUDA_GROUP_THREADS": "4"},
+}
+
+
+@pytest.fixture(autouse=True)
+def emulate(monkeypatch):
+    monkeypatch.setenv("SEASTAR_CUDA_EMULATE", "1")
+    monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "2")
+
+
+def _apply(monkeypatch, setting):
+    for name, value in SETTINGS[setting].items():
+        monkeypatch.setenv(name, value)
+
+
+def fresh(fn, tag):
+    """A program of its own under the setting: variants are emitted once per program, so a
+    program compiled under other settings would keep its kernels."""
+    return ss.vertex_program(name=f"mapping_{tag}")(fn)
+
+
+@pytest.mark.parametrize("graph_name", ["mixed", "typed_mixed"])
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_zoo_under_each_setting_matches_plain_torch(setting, name, graph_name, monkeypatch, graph_factory):
+    model = MODELS[name]
+    graph = graph_factory(graph_name)
+    if model.typed and not graph.has_edge_types:
+        pytest.skip("typed model on an untyped graph")
+    _apply(monkeypatch, setting)
+    check_against_torch(model, graph, program=fresh(model.program.fn, f"{setting}_{name}"))
+
+
+def _wide_hub_graph(n=60, hub_degree=150, seed=0):
+    """A hub of `hub_degree` in-edges (a loop and multi-edges among them), random edges, one
+    vertex with a single edge and four isolated vertices."""
+    g = torch.Generator().manual_seed(seed)
+    hub_src = torch.randint(0, n - 5, (hub_degree,), generator=g)
+    hub_src[:3] = 0
+    rand = torch.randint(0, n - 5, (2, 3 * n), generator=g)
+    src = torch.cat([hub_src, rand[0], torch.tensor([7])])
+    dst = torch.cat([torch.zeros(hub_degree, dtype=torch.long), rand[1], torch.tensor([n - 5])])
+    return ss.Graph.from_edge_index(torch.stack([src, dst]), num_nodes=n)
+
+
+@pytest.mark.parametrize("setting", ["group1", "hub1024_group4", "block1024_hub64"])
+@pytest.mark.parametrize("heads,f", [(4, 16), (1, 64)])
+def test_gat_at_real_widths_under_each_setting(setting, heads, f, monkeypatch):
+    """Each lane holds 16 to 64 elements of a message with one lane per item, 4 lanes hold a
+    head's 16 each; the hub's online-softmax partials are combined over 2 to 256 groups."""
+    _apply(monkeypatch, setting)
+    monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "16")
+    graph = _wide_hub_graph()
+    g = torch.Generator().manual_seed(heads * f)
+    inputs = {"h": torch.randn(graph.num_nodes, heads, f, generator=g),
+              "el": torch.randn(graph.num_nodes, heads, 1, generator=g),
+              "er": torch.randn(graph.num_nodes, heads, 1, generator=g)}
+    check_against_torch(MODELS["gat"], graph, dtype=torch.float32, tol=2e-5, inputs=inputs,
+                        program=fresh(MODELS["gat"].program.fn, f"wide_{setting}_{heads}x{f}"))
+
+
+def _kernel_headers(tmp_path, monkeypatch, prog, graph, inputs):
+    """The comment line and the launch bounds of every kernel of the program's forward CUDA."""
+    monkeypatch.setenv("SEASTAR_DUMP_DIR", str(tmp_path))
+    prog(graph, backend="fused", **inputs)
+    (cu,) = [p for p in tmp_path.rglob("*.cu") if "forward" in p.name]
+    lines = cu.read_text().splitlines()
+    return [(a, b) for a, b in zip(lines, lines[1:]) if b.startswith('extern "C" __global__')]
+
+
+def test_the_source_carries_the_mapping(tmp_path, monkeypatch, graph_factory):
+    """GCN at width 64: one warp of 32 lanes per centre by default; capped at 8 lanes in blocks
+    of 128, each lane holds 8 elements; hub blocks of 1,024 threads keep 1,536 resident threads
+    (one block) in their launch bounds."""
+    graph = graph_factory("mixed")
+    g = torch.Generator().manual_seed(0)
+    inputs = {"h": torch.randn(graph.num_nodes, 64, generator=g), "w": torch.randn(graph.num_edges, 1, generator=g)}
+    gcn = MODELS["gcn"].program.fn
+    monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "0")
+    default = _kernel_headers(tmp_path / "default", monkeypatch, fresh(gcn, "src_default"), graph, inputs)
+    assert any("32 threads per item, 256 per block" in c and "(2 per lane)" in c for c, _ in default)
+    monkeypatch.setenv("SEASTAR_CUDA_GROUP_THREADS", "8")
+    monkeypatch.setenv("SEASTAR_CUDA_BLOCK_THREADS", "128")
+    capped = _kernel_headers(tmp_path / "capped", monkeypatch, fresh(gcn, "src_capped"), graph, inputs)
+    assert any("8 threads per item, 128 per block" in c and "(8 per lane)" in c for c, _ in capped)
+    assert not any("32 threads per item" in c for c, _ in capped)
+    monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "4")
+    monkeypatch.setenv("SEASTAR_CUDA_HUB_BLOCK_THREADS", "1024")
+    hub = _kernel_headers(tmp_path / "hub", monkeypatch, fresh(gcn, "src_hub"), graph, inputs)
+    assert any("8 threads per item, 1024 per block" in c and "__launch_bounds__(1024, 1)" in k for c, k in hub)
+    with torch.no_grad():
+        ref = MODELS["gcn"].torch_fn(graph, **{k: v.double() for k, v in inputs.items()})
+        out = fresh(gcn, "src_hub")(graph, backend="fused", **inputs)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name,value,message", [
+    ("SEASTAR_CUDA_GROUP_THREADS", "12", "SEASTAR_CUDA_GROUP_THREADS must be a power of two from 1 to 32, got 12"),
+    ("SEASTAR_CUDA_GROUP_THREADS", "64", "SEASTAR_CUDA_GROUP_THREADS must be a power of two from 1 to 32, got 64"),
+    ("SEASTAR_CUDA_GROUP_THREADS", "many", "SEASTAR_CUDA_GROUP_THREADS must be a power of two.*'many'"),
+    ("SEASTAR_CUDA_BLOCK_THREADS", "48", "SEASTAR_CUDA_BLOCK_THREADS must be a multiple of 32 from 32 to 1024, got 48"),
+    ("SEASTAR_CUDA_BLOCK_THREADS", "4096", "SEASTAR_CUDA_BLOCK_THREADS must be a multiple of 32.*got 4096"),
+    ("SEASTAR_CUDA_BLOCK_THREADS", "-32", "SEASTAR_CUDA_BLOCK_THREADS must be a multiple of 32.*'-32'"),
+    ("SEASTAR_CUDA_HUB_BLOCK_THREADS", "32", "SEASTAR_CUDA_HUB_BLOCK_THREADS must be a multiple of 32 from 64"),
+    ("SEASTAR_CUDA_HUB_BLOCK_THREADS", "99999999999999999999", "SEASTAR_CUDA_HUB_BLOCK_THREADS must be"),
+])
+def test_bad_settings_are_refused_by_name(name, value, message, monkeypatch, graph_factory):
+    monkeypatch.setenv(name, value)
+    model = MODELS["gcn"]
+    graph = graph_factory("mixed")
+    with pytest.raises(ValueError, match=message):
+        fresh(model.program.fn, f"bad_{name}_{value}")(graph, backend="fused", **model.make_inputs(graph))
