@@ -4,7 +4,8 @@
                                    [--widths 64] [--arch 90] [--smoke]
 
 For every kernel of the benchmark's layers (``_child.build_model``: GCN, GAT 4 heads, SAGE-mean,
-GIN, APPNP K=10; the programs one training epoch runs, forward and backward) at each width, and
+GIN, APPNP K=10; the programs one training epoch runs, forward and backward), of R-GCN and HGT
+(4 heads) on a typed graph, at each width, and
 of every program of the test zoo (``tests/python/models.py``): the launch mapping the code
 generator chose, the static traffic (bytes per edge, per vertex, per launch; bytes one call
 moves on the graph), NVRTC's registers and spills for ``--arch`` (when NVRTC loads), and the
@@ -29,7 +30,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 from _paths import portable  # noqa: E402
 
 GRAPHS = {"cora": None, "pl1m": 1_000_000, "pl4m": 4_000_000, "pl2k": 2_000}
-LAYERS = ("gcn", "gat", "sage", "gin", "appnp")
+TYPED_LAYERS = ("rgcn", "hgt")
+LAYERS = ("gcn", "gat", "sage", "gin", "appnp") + TYPED_LAYERS
 
 
 def log(msg):
@@ -37,7 +39,9 @@ def log(msg):
 
 
 def layer_programs(layer: str, F: int):
-    """The fused programs one training epoch of the benchmark's model runs (a 64-vertex graph)."""
+    """The fused programs one training epoch of the benchmark's model runs (a 64-vertex graph);
+    for the typed layers, one step of the layer alone on a typed graph (4 relations, 2 node
+    types, the layer's automatic path)."""
     import torch
     import torch.nn.functional as Fn
     import seastar as ss
@@ -46,6 +50,17 @@ def layer_programs(layer: str, F: int):
     torch.manual_seed(0)
     g = ss.datasets.power_law_graph(64, 4, seed=0).graph
     x, y = torch.randn(64, F), torch.randint(0, NUM_CLASSES, (64,))
+    if layer in TYPED_LAYERS:
+        src, dst = g.edge_index
+        gen = torch.Generator().manual_seed(0)
+        g = ss.Graph.from_edge_index(torch.stack([src, dst]), num_nodes=64, num_edge_types=4, num_node_types=2,
+                                     edge_type=torch.randint(0, 4, (len(src),), generator=gen),
+                                     node_type=torch.randint(0, 2, (64,), generator=gen))
+        conv = (ss.nn.RGCNConv(F, F, num_relations=4) if layer == "rgcn"
+                else ss.nn.HGTConv(F, F, num_node_types=2, num_edge_types=4, heads=4))
+        with gpu_model.record_programs() as rp:
+            conv(g, x).square().sum().backward()
+        return rp.programs
     model = build_model(layer, "fused", F)
     with gpu_model.record_programs() as rp:
         Fn.cross_entropy(model(g, x), y).backward()

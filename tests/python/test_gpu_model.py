@@ -297,3 +297,24 @@ def test_launch_sweep_smoke_on_the_cpu(tmp_path):
                             "--settings", setting], capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert r.returncode != 0 and message in r.stderr
 
+
+
+def test_launch_settings_model_smoke_on_the_cpu(tmp_path):
+    """The model of each launch setting, in a process of its own: a setting reaches the code
+    generator (threads per item capped at 2 for the zoo's widths of 3 to 8), a bad one is
+    reported by the runtime's message, and the table has a column per setting."""
+    _run([os.path.join(ROOT, "benchmarks", "model_launch_settings.py"), "--smoke", "--settings", "group=2,block=33",
+          "--out", str(tmp_path)], 300)
+    res = json.loads((tmp_path / "launch_settings.json").read_text())
+    default, capped = res["models"]["default"], res["models"]["group=2"]
+    assert default["status"] == "ok" and capped["status"] == "ok"
+    key = "zoo: gat for kernel_0"
+    assert default["kernels"][key]["group_threads"] == 8 and capped["kernels"][key]["group_threads"] == 2
+    # the zoo's GAT message: 2 heads x 3 features, one element a lane by default, 3 on 2 lanes
+    assert (default["kernels"][key]["elems_per_thread"], capped["kernels"][key]["elems_per_thread"]) == (1, 3)
+    assert set(default["kernels"]) == set(capped["kernels"])
+    assert default["summary"]["max_worker_over_mean"] >= 1.0
+    assert res["models"]["block=33"]["status"] == "failed"
+    assert "SEASTAR_CUDA_BLOCK_THREADS must be a multiple of 32" in res["models"]["block=33"]["reason"]
+    md = (tmp_path / "launch_settings.md").read_text()
+    assert "| kernel | default | group=2 |" in md and f"| {key} |" in md and "Failed:" in md
