@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import seastar as ss
+from hub_graphs import gat_inputs, hub_graph
 from models import MODELS, check_against_torch
 
 
@@ -27,22 +28,6 @@ def fresh(model, tag):
     """The model's program under a new name: variants compiled by other tests (without the hub
     path) are kept per program, so each test here compiles its own."""
     return ss.vertex_program(name=f"hub_{tag}_{model.name}")(model.program.fn)
-
-
-def _hub_graph(hub_degree=150, n=60, seed=0, typed=False):
-    """A hub with `hub_degree` in-edges (multi-edges and a loop among them), a vertex with one
-    edge, isolated vertices and a sprinkle of random edges; `typed`: edge and node types too."""
-    g = torch.Generator().manual_seed(seed)
-    hub_src = torch.randint(0, n - 5, (hub_degree,), generator=g)
-    hub_src[:3] = 0  # a loop, twice more as multi-edges
-    rand = torch.randint(0, n - 5, (2, 3 * n), generator=g)
-    src = torch.cat([hub_src, rand[0], torch.tensor([7])])
-    dst = torch.cat([torch.zeros(hub_degree, dtype=torch.long), rand[1], torch.tensor([n - 5])])
-    if not typed:
-        return ss.Graph.from_edge_index(torch.stack([src, dst]), num_nodes=n)  # n-4 .. n-1 isolated
-    return ss.Graph.from_edge_index(torch.stack([src, dst]), num_nodes=n, num_edge_types=3, num_node_types=2,
-                                    edge_type=torch.randint(0, 3, (len(src),), generator=g),
-                                    node_type=torch.randint(0, 2, (n,), generator=g))
 
 
 @pytest.mark.parametrize("graph_name", ["hub", "mixed", "typed_mixed"])
@@ -60,12 +45,8 @@ def test_hub_path_matches_plain_torch(name, graph_name, graph_factory):
 def test_hub_path_gat_widths_on_a_large_hub(heads, f, monkeypatch):
     """Online-softmax partials of 8 .. 64 groups combined; float32 as on a GPU."""
     monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "16")
-    graph = _hub_graph()
-    g = torch.Generator().manual_seed(heads * f)
-    inputs = {"h": torch.randn(graph.num_nodes, heads, f, generator=g),
-              "el": torch.randn(graph.num_nodes, heads, 1, generator=g),
-              "er": torch.randn(graph.num_nodes, heads, 1, generator=g)}
-    check_against_torch(MODELS["gat"], graph, dtype=torch.float32, tol=2e-5, inputs=inputs,
+    graph = hub_graph()
+    check_against_torch(MODELS["gat"], graph, dtype=torch.float32, tol=2e-5, inputs=gat_inputs(graph, heads, f),
                         program=fresh(MODELS["gat"], f"wide{heads}x{f}"))
 
 
@@ -73,14 +54,14 @@ def test_hub_path_gat_widths_on_a_large_hub(heads, f, monkeypatch):
 def test_hub_path_sums_and_extremes_on_a_large_hub(name, monkeypatch):
     monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "16")
     model = MODELS[name]
-    check_against_torch(model, _hub_graph(), program=fresh(model, "large"))
+    check_against_torch(model, hub_graph(), program=fresh(model, "large"))
 
 
 def test_hub_path_softmax_of_huge_logits_is_finite_and_deterministic(monkeypatch):
     """Scores of +-1e4: the partials' maxima differ by far more than exp can bridge, so the
     combine must rescale by exactly 1 at the largest and underflow to 0 elsewhere."""
     monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "16")
-    graph = _hub_graph()
+    graph = hub_graph()
     g = torch.Generator().manual_seed(2)
     inputs = {"h": torch.randn(graph.num_nodes, 4, 16, generator=g),
               "el": torch.sign(torch.randn(graph.num_nodes, 4, 1, generator=g)) * 1e4,
@@ -162,7 +143,7 @@ def _on_off_and_reference(fn, tag, graph, inputs, monkeypatch, hub_degree="4"):
 
 
 def _typed_graphs(graph_factory):
-    return {"hub": _hub_graph(typed=True), "mixed": graph_factory("typed_mixed"),
+    return {"hub": hub_graph(typed=True), "mixed": graph_factory("typed_mixed"),
             "multi_edges": graph_factory("typed_multi_edges"), "no_edges": graph_factory("typed_no_edges")}
 
 
@@ -218,7 +199,7 @@ def test_which_kernels_cut_hubs_into_pieces(tmp_path, monkeypatch):
     """R-GCN's weight-gradient kernel takes pieces; its kernels without partial sums take the
     block hub path; with SEASTAR_CUDA_HUB_DEGREE=0 neither."""
     monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "4")
-    graph = _hub_graph(typed=True)
+    graph = hub_graph(typed=True)
     model = MODELS["rgcn"]
     inputs = model.make_inputs(graph, dtype=torch.float64)
     bwd = _kernels(tmp_path, monkeypatch, fresh(model, "which_pieces"), graph, **inputs)["backward"]
@@ -242,7 +223,7 @@ def _first_ties(v):
 def test_hub_path_argmax_argmin_keep_the_first_edge_of_a_tie(graph_name, monkeypatch, graph_factory):
     """Values in {0, 1, 2}: most of a hub's edges tie, across the groups' slices; the gradient
     goes to the edge of the smallest id, as without the split."""
-    graph = _hub_graph() if graph_name == "large_hub" else graph_factory(graph_name)
+    graph = hub_graph() if graph_name == "large_hub" else graph_factory(graph_name)
     g = torch.Generator().manual_seed(4)
     N, E = graph.num_nodes, graph.num_edges
     inputs = {k: torch.randint(0, 3, shape, generator=g).double()
@@ -252,7 +233,7 @@ def test_hub_path_argmax_argmin_keep_the_first_edge_of_a_tie(graph_name, monkeyp
 
 def test_argmax_kernels_take_the_hub_path(tmp_path, monkeypatch):
     monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "4")
-    graph = _hub_graph()
+    graph = hub_graph()
     inputs = {"h": torch.randn(graph.num_nodes, 3, dtype=torch.float64),
               "k": torch.randn(graph.num_nodes, 3, dtype=torch.float64),
               "w": torch.randn(graph.num_edges, 1, dtype=torch.float64)}

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import seastar as ss
+from hub_graphs import gat_inputs, hub_graph
 from models import MODELS, check_against_torch
 
 # each changes what the defaults give the zoo's kernels: one lane per item (every lane holds a
@@ -56,18 +57,6 @@ def test_zoo_under_each_setting_matches_plain_torch(setting, name, graph_name, m
     check_against_torch(model, graph, program=fresh(model.program.fn, f"{setting}_{name}"))
 
 
-def _wide_hub_graph(n=60, hub_degree=150, seed=0):
-    """A hub of `hub_degree` in-edges (a loop and multi-edges among them), random edges, one
-    vertex with a single edge and four isolated vertices."""
-    g = torch.Generator().manual_seed(seed)
-    hub_src = torch.randint(0, n - 5, (hub_degree,), generator=g)
-    hub_src[:3] = 0
-    rand = torch.randint(0, n - 5, (2, 3 * n), generator=g)
-    src = torch.cat([hub_src, rand[0], torch.tensor([7])])
-    dst = torch.cat([torch.zeros(hub_degree, dtype=torch.long), rand[1], torch.tensor([n - 5])])
-    return ss.Graph.from_edge_index(torch.stack([src, dst]), num_nodes=n)
-
-
 @pytest.mark.parametrize("setting", ["group1", "hub1024_group4", "block1024_hub64"])
 @pytest.mark.parametrize("heads,f", [(4, 16), (1, 64)])
 def test_gat_at_real_widths_under_each_setting(setting, heads, f, monkeypatch):
@@ -75,12 +64,8 @@ def test_gat_at_real_widths_under_each_setting(setting, heads, f, monkeypatch):
     head's 16 each; the hub's online-softmax partials are combined over 2 to 256 groups."""
     _apply(monkeypatch, setting)
     monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "16")
-    graph = _wide_hub_graph()
-    g = torch.Generator().manual_seed(heads * f)
-    inputs = {"h": torch.randn(graph.num_nodes, heads, f, generator=g),
-              "el": torch.randn(graph.num_nodes, heads, 1, generator=g),
-              "er": torch.randn(graph.num_nodes, heads, 1, generator=g)}
-    check_against_torch(MODELS["gat"], graph, dtype=torch.float32, tol=2e-5, inputs=inputs,
+    graph = hub_graph()
+    check_against_torch(MODELS["gat"], graph, dtype=torch.float32, tol=2e-5, inputs=gat_inputs(graph, heads, f),
                         program=fresh(MODELS["gat"].program.fn, f"wide_{setting}_{heads}x{f}"))
 
 
