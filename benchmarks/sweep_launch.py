@@ -1,6 +1,6 @@
 """The CUDA thread mapping's parameters, swept: seastar's epoch under each launch setting.
 
-    python benchmarks/sweep_launch.py --out DIR [--settings hub=0,hub=2048,group=16,block=512]
+    python benchmarks/sweep_launch.py --out DIR [--settings hub=0,group=16+vector=4,block=512]
                                       [--graph pl1m] [--width 64] [--layers gcn,gat,sage]
                                       [--budget 120] [--device cuda|cpu] [--smoke]
                                       [--merge-into bench.json]
@@ -14,6 +14,8 @@ program's kernels:
     group      SEASTAR_CUDA_GROUP_THREADS     the most threads per item below a block's width
     block      SEASTAR_CUDA_BLOCK_THREADS     threads per block of groups narrower than a block
     hub_block  SEASTAR_CUDA_HUB_BLOCK_THREADS threads per block of a traversal with the hub path
+    vector     SEASTAR_CUDA_VECTOR_ELEMS      consecutive elements a lane reads and writes at
+                                              once (1, 2 or 4: 4- to 16-byte accesses)
 
 A setting is ``name=value`` or several joined by ``+`` (``group=16+block=512``); ``default``
 (every variable unset) is always swept first, so each setting changes one thing from the
@@ -40,8 +42,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 VARIABLES = {"hub": "SEASTAR_CUDA_HUB_DEGREE", "group": "SEASTAR_CUDA_GROUP_THREADS",
-             "block": "SEASTAR_CUDA_BLOCK_THREADS", "hub_block": "SEASTAR_CUDA_HUB_BLOCK_THREADS"}
-DEFAULT_SETTINGS = "hub=0,hub=2048,group=16,group=8,block=128,block=512,hub_block=256,hub_block=1024"
+             "block": "SEASTAR_CUDA_BLOCK_THREADS", "hub_block": "SEASTAR_CUDA_HUB_BLOCK_THREADS",
+             "vector": "SEASTAR_CUDA_VECTOR_ELEMS"}
+DEFAULT_SETTINGS = ("hub=0,hub=2048,group=16,group=8,block=128,block=512,hub_block=256,hub_block=1024,"
+                    "vector=2,group=16+vector=4")
 
 
 def parse_settings(text: str) -> dict:

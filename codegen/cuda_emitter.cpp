@@ -73,12 +73,24 @@ class CudaEmitter : public EmitterBase {
   std::string simd(Layout) const override { return ""; }
   std::string simd_sum(const std::string&) const override { return ""; }
   std::string graph_array(int i) const override { return "args.G[" + std::to_string(i) + "]"; }
-  std::string buffer_array(int b) const override { return "args.B[" + std::to_string(b) + "]"; }
+  std::string buffer_array(int b) const override {
+    // vectors: the buffers' alignment, which the runtime guarantees (CudaProgram::buffer_alignment),
+    // told to the compiler so that a lane's V consecutive elements become one access
+    if (vec_ > 1) return "sx::assume_aligned<" + std::to_string(vector_bytes()) + ">(args.B[" + std::to_string(b) + "])";
+    return "args.B[" + std::to_string(b) + "]";
+  }
 
   std::string split_loop(int64_t S) const override {
-    return "_Pragma(\"unroll\") for (int t = 0; t < " + std::to_string(split_extent(S)) +
-           "; ++t) if (const int64_t k = lane + (int64_t)t * GT; k < " + std::to_string(S) + ") ";
+    const std::string head = "_Pragma(\"unroll\") for (int t = 0; t < " + std::to_string(split_extent(S)) + "; ++t) ";
+    if (vec_ > 1) {
+      const std::string V = std::to_string(vec_);
+      return head + "if (const int64_t k = (int64_t)(t / " + V + ") * (GT * " + V + ") + lane * " + V + " + t % " + V +
+             "; k < " + std::to_string(S) + ") ";
+    }
+    return head + "if (const int64_t k = lane + (int64_t)t * GT; k < " + std::to_string(S) + ") ";
   }
+  /// The bytes of one lane's vector access: V elements, at most 16 bytes (the widest load).
+  int64_t vector_bytes() const { return std::min<int64_t>(16, vec_ * float_bytes()); }
   int64_t split_extent(int64_t S) const override { return (S + gt_ - 1) / gt_; }
 
   Operand whole_view(std::ostringstream& os, const std::string& name, const Operand& split, int64_t S) override {
@@ -269,9 +281,11 @@ class CudaEmitter : public EmitterBase {
     launch.mapping = m;
     launch.src_side = source_side(k);
     std::ostringstream out;
+    if (vec_ > 1) prog.buffer_alignment = std::max(prog.buffer_alignment, vector_bytes());
     out << kernel_comment(index, k) << "// " << m.group_threads << " thread" << (m.group_threads > 1 ? "s" : "")
         << " per item, " << m.block_threads << " per block; widest value " << width_ << " elements ("
-        << m.elems_per_thread << " per lane)\n"
+        << m.elems_per_thread << " per lane"
+        << (vec_ > 1 ? ", in vectors of " + std::to_string(vec_) : std::string()) << ")\n"
         << "extern \"C\" __global__ void __launch_bounds__(" << m.block_threads
         << (hub_ ? ", " + std::to_string(std::max(1, kHubResidentThreads / m.block_threads)) : std::string()) << ") "
         << launch.name
@@ -335,14 +349,17 @@ class CudaEmitter : public EmitterBase {
     width_ = 1;
     heads_ = 1;
     gt_ = 1;
+    vec_ = 1;
     {
       std::ostringstream scratch_fin;
       const Traversal t = body(k, scratch_fin);
       pieces_ = hub_pieces(k, t);
     }
     probe_ = false;
-    const launch::ThreadMapping m = launch::choose_mapping(width_, heads_, o_.mapping);
+    launch::ThreadMapping m = launch::choose_mapping(width_, heads_, o_.mapping);
+    if (!o_.storage_type.empty()) m.vector = 1;  // 16-bit storage is converted element by element
     gt_ = m.group_threads;
+    vec_ = m.vector;
     smem_elems_ = 0;
     return m;
   }
@@ -528,6 +545,7 @@ class CudaEmitter : public EmitterBase {
   int64_t hub_smem_elems_ = 0;     ///< shared-memory elements per thread of the hub combine
   int64_t width_ = 1, heads_ = 1;
   int gt_ = 1;
+  int vec_ = 1;             ///< consecutive elements a lane holds together (ThreadMapping::vector)
   int64_t smem_elems_ = 0;  ///< shared-memory elements per group
 };
 

@@ -71,6 +71,9 @@ struct CudaProgram {
   int num_buffers = 0;
   int64_t scratch_elems = 0;         ///< zeroed T elements behind Args::scratch
   int float_bytes = 4;               ///< sizeof(T)
+  /// Bytes every buffer's address must be a multiple of (kernels that read vectors assume it;
+  /// the runtime copies a tensor whose address is not), 0 = any.
+  int64_t buffer_alignment = 0;
 };
 
 /// `options.float_type` / `index_type` as for emit_cpu.

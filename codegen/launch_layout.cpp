@@ -29,6 +29,8 @@ std::string mapping_settings_error(const MappingSettings& s) {
       s.hub_block_threads % kWarpSize != 0)
     return "SEASTAR_CUDA_HUB_BLOCK_THREADS must be a multiple of 32 from 64 to 1024, got " +
            std::to_string(s.hub_block_threads);
+  if (s.vector_elems != 1 && s.vector_elems != 2 && s.vector_elems != 4)
+    return "SEASTAR_CUDA_VECTOR_ELEMS must be 1, 2 or 4, got " + std::to_string(s.vector_elems);
   return "";
 }
 
@@ -52,6 +54,12 @@ ThreadMapping choose_mapping(int64_t features, int64_t heads, const MappingSetti
   }
   m.groups_per_block = m.block_threads / m.group_threads;
   m.elems_per_thread = (S + m.group_threads - 1) / m.group_threads;
+  // the widest vector that tiles the value exactly: every lane's slots are whole vectors
+  for (int v = std::clamp(settings.vector_elems, 1, 4); v > 1; v /= 2)
+    if (S % (static_cast<int64_t>(m.group_threads) * v) == 0) {
+      m.vector = v;
+      break;
+    }
   return m;
 }
 

@@ -12,8 +12,9 @@
  * Thread mapping: a kernel works on items (centre vertices of a traversal, vertices or edges
  * of a map) with a group of `group_threads` threads per item, a power of two: every value that
  * is as wide as the kernel's widest value (S feature elements) is split across the group, lane
- * l holding elements l, l + group_threads, ...; narrower values (per-head scores) are kept
- * whole by every lane.
+ * l holding elements l, l + group_threads, ... (or, with a vector of V, the V elements from
+ * V*l, then from V*l + V*group_threads, ...); narrower values (per-head scores) are kept whole
+ * by every lane.
  *   S < 32          group = the next power of two >= S (>= heads), 32 / group items per warp
  *   32 <= S < 256   group = one warp
  *   S >= 256        group = one block per item, 256..1024 threads, <= 4 elements per thread
@@ -93,9 +94,13 @@ struct MappingSettings {
   /// Threads per block of a traversal with the hub path: a multiple of 32, 64..1,024 (at least
   /// two groups must split a hub).
   int hub_block_threads = kHubBlockThreads;
+  /// At most this many consecutive elements a lane holds together (1, 2 or 4): lane l then
+  /// holds elements V*l .. V*l + V-1, then the same GT*V further on, which the code generator
+  /// reads and writes as one 8- or 16-byte access; 1 keeps the one-element interleave.
+  int vector_elems = 1;
   bool operator==(const MappingSettings& o) const {
     return max_group_threads == o.max_group_threads && block_threads == o.block_threads &&
-           hub_block_threads == o.hub_block_threads;
+           hub_block_threads == o.hub_block_threads && vector_elems == o.vector_elems;
   }
 };
 
@@ -120,6 +125,9 @@ struct ThreadMapping {
   int64_t features = 1;      ///< S, the widest value's feature elements
   int64_t elems_per_thread = 1;  ///< ceil(S / group_threads): split elements each lane holds
   bool block_per_item = false;   ///< group_threads > 32: the whole block works on one item
+  /// Consecutive elements a lane holds together (MappingSettings::vector_elems where the width
+  /// allows it: S a multiple of group_threads * vector, so no lane holds part of a vector).
+  int vector = 1;
 };
 
 /// The mapping for a kernel whose widest value has `features` elements (`heads` heads of

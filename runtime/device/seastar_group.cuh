@@ -2,7 +2,8 @@
  * Thread groups: the feature-adaptive mapping gives each centre vertex (or edge) a group of GT
  * threads, a power of two. GT <= 32: the group is GT consecutive lanes of one warp (32 / GT
  * groups per warp); GT > 32: the group is the whole block. Lane l of a group holds features
- * l, l + GT, l + 2 GT, ... of every value split across the group.
+ * l, l + GT, l + 2 GT, ... of every value split across the group (with vectors of V: features
+ * V l .. V l + V-1, then the same V GT further on, ...).
  *
  * Work assignment over the degree-sorted vertex order is dynamic: a global counter, the only
  * atomic in Seastar's kernels, hands out the next vertices; it schedules work and never touches
@@ -20,6 +21,13 @@
 #endif
 
 namespace sx {
+
+/// `p`, which the runtime has aligned to A bytes (CudaProgram::buffer_alignment): tells the
+/// compiler that a lane's consecutive elements of a row may be read and written as one access.
+template <int A>
+__device__ __forceinline__ void* assume_aligned(void* p) {
+  return __builtin_assume_aligned(p, A);
+}
 
 template <int GT>
 struct Group {

@@ -42,6 +42,14 @@ bool FusedProgram::backward_reads(const std::string& name) const {
 
 namespace {
 
+/// The buffer alignment of the emulated CUDA kernels: the widest vector access (16 bytes).
+constexpr int64_t kEmulatedAlignment = 16;
+
+/// Whether `t`'s address is not a multiple of `alignment` bytes (0: nothing is misaligned).
+bool misaligned(const torch::Tensor& t, int64_t alignment) {
+  return alignment > 1 && reinterpret_cast<uintptr_t>(t.data_ptr()) % static_cast<uintptr_t>(alignment) != 0;
+}
+
 runtime::Variant variant_of(torch::ScalarType dtype, torch::ScalarType index_dtype, bool emulate_cuda = false) {
   runtime::Variant v;
   v.f64 = dtype == torch::kDouble;
@@ -156,7 +164,8 @@ std::vector<void*> FusedProgram::bind_buffers(const codegen::FusedPlan& plan, co
                                               const std::map<std::string, torch::Tensor>& inputs,
                                               const std::vector<torch::Tensor>& grad_outputs, torch::ScalarType dtype,
                                               torch::Device device, runtime::ScratchLease& scratch,
-                                              std::vector<torch::Tensor>& keep, std::vector<torch::Tensor>& outputs) {
+                                              int64_t alignment, std::vector<torch::Tensor>& keep,
+                                              std::vector<torch::Tensor>& outputs) {
   const std::string& prog = lowered_.name;
   const int64_t N = g.num_dst(), E = g.num_edges(), NS = g.num_src();
   const auto options = torch::TensorOptions().device(device);
@@ -198,8 +207,10 @@ std::vector<void*> FusedProgram::bind_buffers(const codegen::FusedPlan& plan, co
         }
       }
       t = t.contiguous();
+      if (misaligned(t, alignment)) t = t.clone();  // a fresh allocation: aligned
     } else if (buf.role == codegen::Buffer::Role::Intermediate && device.is_cpu()) {
       t = scratch.take(full, buf.is_int ? torch::kLong : dtype);
+      if (misaligned(t, alignment)) t = torch::empty(full, options.dtype(buf.is_int ? torch::kLong : dtype));
     } else {
       t = torch::empty(full, options.dtype(buf.is_int ? torch::kLong : dtype));
       if (buf.role == codegen::Buffer::Role::Output) outputs[buf.index] = t;
@@ -239,7 +250,14 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
 
   runtime::ScratchLease scratch(scratch_);  // intermediates of CPU calls, back to the pool at the end
   std::vector<torch::Tensor> keep, outputs;
-  std::vector<void*> buffers = bind_buffers(side.plan, g, inputs, grad_outputs, dtype, device, scratch, keep, outputs);
+  // CUDA kernels that read vectors need aligned buffers; the emulator's always get them, so
+  // that the host compiler may use aligned instructions too
+  int64_t alignment = runtime::cuda_emulation_requested() ? kEmulatedAlignment : 0;
+#ifdef SEASTAR_WITH_CUDA
+  if (device.is_cuda()) alignment = cuda_program(direction, dtype, dg.index_dtype).buffer_alignment;
+#endif
+  std::vector<void*> buffers =
+      bind_buffers(side.plan, g, inputs, grad_outputs, dtype, device, scratch, alignment, keep, outputs);
   void* graph_arrays[launch::kNumGraphArrays];
   fill_graph_arrays(dg, side.coo, graph_arrays);
   if (device.is_cuda()) {

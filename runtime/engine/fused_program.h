@@ -65,11 +65,13 @@ class FusedProgram {
                                     const std::map<std::string, torch::Tensor>& inputs,
                                     const std::vector<torch::Tensor>& grad_outputs);
   /// The plan's buffers as pointers: bound inputs and output gradients (checked against the plan's
-  /// shapes), pooled intermediates, fresh outputs; `keep` holds them alive for the call.
+  /// shapes), pooled intermediates, fresh outputs; `keep` holds them alive for the call. Every
+  /// address is a multiple of `alignment` bytes (0: any), which kernels that read vectors
+  /// assume: a tensor that is not (a view at an odd offset) is copied.
   std::vector<void*> bind_buffers(const codegen::FusedPlan& plan, const Graph& g,
                                   const std::map<std::string, torch::Tensor>& inputs,
                                   const std::vector<torch::Tensor>& grad_outputs, torch::ScalarType dtype,
-                                  torch::Device device, runtime::ScratchLease& scratch,
+                                  torch::Device device, runtime::ScratchLease& scratch, int64_t alignment,
                                   std::vector<torch::Tensor>& keep, std::vector<torch::Tensor>& outputs);
   /// The compiled C++ of one direction and variant (emitted and compiled on first use; with
   /// SEASTAR_CUDA_EMULATE=1, the CUDA kernels through the host emulator).

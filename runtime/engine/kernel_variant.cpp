@@ -47,6 +47,7 @@ launch::MappingSettings mapping_settings() {
   s.max_group_threads = read("SEASTAR_CUDA_GROUP_THREADS", s.max_group_threads, "a power of two from 1 to 32");
   s.block_threads = read("SEASTAR_CUDA_BLOCK_THREADS", s.block_threads, "a multiple of 32 from 32 to 1024");
   s.hub_block_threads = read("SEASTAR_CUDA_HUB_BLOCK_THREADS", s.hub_block_threads, "a multiple of 32 from 64 to 1024");
+  s.vector_elems = read("SEASTAR_CUDA_VECTOR_ELEMS", s.vector_elems, "1, 2 or 4");
   const std::string bad = launch::mapping_settings_error(s);
   if (!bad.empty()) SEASTAR_THROW(ValueError, bad);
   return s;

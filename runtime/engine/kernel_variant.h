@@ -31,7 +31,8 @@ struct Variant {
 int64_t hub_degree_setting();
 
 /// The CUDA thread mapping's parameters: SEASTAR_CUDA_GROUP_THREADS (the most threads per item
-/// below a block's width), SEASTAR_CUDA_BLOCK_THREADS, SEASTAR_CUDA_HUB_BLOCK_THREADS, each
+/// below a block's width), SEASTAR_CUDA_BLOCK_THREADS, SEASTAR_CUDA_HUB_BLOCK_THREADS,
+/// SEASTAR_CUDA_VECTOR_ELEMS (consecutive elements a lane reads and writes at once), each
 /// launch::MappingSettings' default when unset; ValueError naming the variable for a bad value.
 launch::MappingSettings mapping_settings();
 

@@ -33,15 +33,23 @@ void check_mapping(int64_t S, int64_t heads, const launch::MappingSettings& sett
   } else {
     EXPECT_EQ(m.block_threads % 32, 0) << "narrow groups fill whole warps";
   }
-  // the threads map covers every feature exactly once: lane l holds l, l + G, l + 2G, ...
+  // the threads map covers every feature exactly once: lane l holds l, l + G, l + 2G, ... or,
+  // with vectors of V, V l .. V l + V-1, then the same V G further on (the emitter's formula)
   const int64_t width = std::max<int64_t>(S, 1);
   EXPECT_GE(m.group_threads * m.elems_per_thread, width);
   EXPECT_LT(m.group_threads * (m.elems_per_thread - 1), width) << "no lane is left without work in every slot";
+  EXPECT_TRUE(m.vector == 1 || m.vector == 2 || m.vector == 4);
+  EXPECT_LE(m.vector, settings.vector_elems);
+  if (m.vector > 1) {
+    EXPECT_EQ(width % (m.group_threads * m.vector), 0) << "vectors tile the value";
+    EXPECT_EQ(m.elems_per_thread % m.vector, 0);
+  }
   if (width <= 1 << 16) {
     std::vector<int> hits(width, 0);
+    const int64_t V = m.vector;
     for (int lane = 0; lane < m.group_threads; ++lane)
       for (int64_t t = 0; t < m.elems_per_thread; ++t) {
-        const int64_t k = lane + t * m.group_threads;
+        const int64_t k = V > 1 ? (t / V) * (m.group_threads * V) + lane * V + t % V : lane + t * m.group_threads;
         if (k < width) ++hits[k];
       }
     for (int64_t k = 0; k < width; ++k) ASSERT_EQ(hits[k], 1) << "feature " << k;
@@ -96,6 +104,27 @@ TEST(CudaLaunchConfig, SettingsGiveValidMappings) {
     }
 }
 
+TEST(CudaLaunchConfig, VectorsTileTheValueExactly) {
+  for (int vec : {1, 2, 4})
+    for (int group : {1, 4, 16, 32}) {
+      launch::MappingSettings s;
+      s.vector_elems = vec;
+      s.max_group_threads = group;
+      for (int64_t S : {int64_t(1), int64_t(3), int64_t(6), int64_t(16), int64_t(48), int64_t(64), int64_t(100),
+                        int64_t(128), int64_t(1024), int64_t(1000)})
+        for (int64_t heads : {int64_t(1), int64_t(4)}) check_mapping(S, heads, s);
+    }
+  launch::MappingSettings s;
+  s.vector_elems = 4;
+  EXPECT_EQ(choose_mapping(64, 1, s).vector, 2) << "32 lanes hold 2 each: vectors of 2";
+  s.max_group_threads = 16;
+  EXPECT_EQ(choose_mapping(64, 1, s).vector, 4);
+  EXPECT_EQ(choose_mapping(48, 1, s).vector, 1) << "48 = 16 lanes x 3: no vector tiles it";
+  EXPECT_EQ(choose_mapping(96, 1, s).vector, 2);
+  EXPECT_EQ(choose_mapping(1024, 1, s).vector, 4) << "a block per item: 256 lanes x 4";
+  EXPECT_EQ(choose_mapping(64, 1, launch::MappingSettings{}).vector, 1) << "the default interleaves single elements";
+}
+
 TEST(CudaLaunchConfig, SettingsShapeNarrowGroupsOnly) {
   launch::MappingSettings s;
   s.max_group_threads = 8;
@@ -127,6 +156,10 @@ TEST(CudaLaunchConfig, BadSettingsAreNamed) {
   s = {};
   s.hub_block_threads = 32;  // one warp cannot split a hub among groups
   EXPECT_NE(launch::mapping_settings_error(s).find("SEASTAR_CUDA_HUB_BLOCK_THREADS"), std::string::npos);
+  s = {};
+  s.vector_elems = 3;
+  EXPECT_NE(launch::mapping_settings_error(s).find("SEASTAR_CUDA_VECTOR_ELEMS must be 1, 2 or 4, got 3"),
+            std::string::npos);
 }
 
 TEST(CudaArgs, TheWordsFollowTheStructsFields) {

@@ -173,13 +173,13 @@ note "== benchmark: rc=$rc ($(elapsed))"
 [[ $rc != 0 ]] && { status=1; tail -15 "$BENCH.log" 2>/dev/null | tee -a "$SUMMARY"; }
 
 # --- the CUDA launch settings, swept (folded into bench.json and bench.md) ----------------------
-# GPU_SWEEP_SETTINGS picks them (sweep_launch.py --settings). The default, sized to two rounds in
-# this run's 100 s, tries the three changes the model marks (benchmarks/results/gpu_model/
-# launch_settings.md): no hub path, at most 16 threads per item (fewer spills), hub blocks of
-# 1,024 threads (no spills, the most even split); GPU_SWEEP_SETTINGS=... GPU_SWEEP_BUDGET=300 with
-# GPU_TOTAL_BUDGET=600 runs a wider sweep
+# GPU_SWEEP_SETTINGS picks them (sweep_launch.py --settings). The default, one round in this
+# run's 100 s, tries what the model marks (benchmarks/results/gpu_model/launch_settings.md): no
+# hub path, hub blocks of 1,024 threads (no spills, the most even split), 8- and 16-byte vector
+# accesses (vector=2 at one warp per item; 16 threads per item, alone and with vectors of 4);
+# GPU_SWEEP_BUDGET=300 with GPU_TOTAL_BUDGET=600 gives it two rounds
 SWEEP_BUDGET=$(limit "${GPU_SWEEP_BUDGET:-100}" 5)
-SWEEP_SETTINGS=${GPU_SWEEP_SETTINGS:-"hub=0,group=16,hub_block=1024"}
+SWEEP_SETTINGS=${GPU_SWEEP_SETTINGS:-"hub=0,hub_block=1024,vector=2,group=16,group=16+vector=4"}
 if ((SWEEP_BUDGET >= 40)); then
   timeout $((SWEEP_BUDGET + 60)) "$PY" benchmarks/sweep_launch.py --out "$BENCH" --device cuda --settings "$SWEEP_SETTINGS" \
     --layers gcn,gat --budget "$SWEEP_BUDGET" --merge-into "$OUT/bench.json" > "$BENCH.sweep.log" 2>&1

@@ -1,7 +1,9 @@
 """The CUDA thread mapping's settings, run through the host emulator (SEASTAR_CUDA_EMULATE=1):
 SEASTAR_CUDA_GROUP_THREADS caps the threads per item below a block's width (each lane then holds
 more of a value's elements), SEASTAR_CUDA_BLOCK_THREADS sets the threads of a block of such
-groups, SEASTAR_CUDA_HUB_BLOCK_THREADS those of a hub-path traversal. The device benchmark sweeps
+groups, SEASTAR_CUDA_HUB_BLOCK_THREADS those of a hub-path traversal, SEASTAR_CUDA_VECTOR_ELEMS
+how many consecutive elements a lane holds (read and written as one access, from buffers the
+runtime aligns, copying a view at an odd offset). The device benchmark sweeps
 them (benchmarks/sweep_launch.py), so every setting must compute what the defaults compute:
 forward and every gradient of the zoo against plain torch in float64 on graphs with hubs,
 isolated vertices, self loops and multi-edges, the hub path taken by most centres; GAT's online
@@ -69,6 +71,62 @@ def test_gat_at_real_widths_under_each_setting(setting, heads, f, monkeypatch):
                         program=fresh(MODELS["gat"].program.fn, f"wide_{setting}_{heads}x{f}"))
 
 
+def _wide_inputs(model, graph, dtype, width=64, misalign=False):
+    """The model's inputs with every per-vertex feature row `width` wide (GAT: 4 heads of
+    width / 4); `misalign`: each such input a view one element into its storage."""
+    if model.name == "gat":
+        inputs = {k: v.to(dtype) for k, v in gat_inputs(graph, 4, width // 4).items()}
+    else:
+        g = torch.Generator().manual_seed(1)
+        inputs = {k: (torch.randn(graph.num_nodes, width, generator=g, dtype=dtype)
+                      if v.dim() == 2 and v.shape[0] == graph.num_nodes else v)
+                  for k, v in model.make_inputs(graph, dtype=dtype).items()}
+    if misalign:
+        for k, v in inputs.items():
+            if v.dim() >= 2 and v.shape[0] == graph.num_nodes:
+                base = torch.empty(v.numel() + 1, dtype=dtype)
+                inputs[k] = base[1:].view(v.shape).copy_(v)
+                assert inputs[k].data_ptr() % 16 != 0
+    return inputs
+
+
+# vectors of 2 at one warp per item, of 4 at 16 lanes, and 4 vectors of 4 a lane at 4 lanes
+VECTORS = {
+    "vector2": {"SEASTAR_CUDA_VECTOR_ELEMS": "2"},
+    "vector4_group16": {"SEASTAR_CUDA_VECTOR_ELEMS": "4", "SEASTAR_CUDA_GROUP_THREADS": "16"},
+    "vector4_group4": {"SEASTAR_CUDA_VECTOR_ELEMS": "4", "SEASTAR_CUDA_GROUP_THREADS": "4"},
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("name", ["gcn", "gat", "sage_mean", "gin", "appnp_step", "max_agg", "out_edges"])
+@pytest.mark.parametrize("setting", list(VECTORS))
+def test_vectors_at_real_widths_match_plain_torch(setting, name, dtype, monkeypatch):
+    """Width 64 on a 150-edge hub (the hub path on): forward and every gradient against plain
+    torch, the hub's partials combined over the block's groups in the vector layout too."""
+    for k, v in VECTORS[setting].items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "16")
+    model = MODELS[name]
+    graph = hub_graph()
+    tol = 1e-10 if dtype == torch.float64 else 2e-5
+    check_against_torch(model, graph, dtype=dtype, tol=tol, inputs=_wide_inputs(model, graph, dtype),
+                        program=fresh(model.program.fn, f"vec_{setting}_{name}"))
+
+
+@pytest.mark.parametrize("name", ["gcn", "gat"])
+def test_vectors_on_views_at_odd_offsets(name, monkeypatch):
+    """Inputs one element into their storage are not 16-byte aligned: the runtime copies them
+    before kernels that read vectors, and the gradients still reach the views."""
+    monkeypatch.setenv("SEASTAR_CUDA_VECTOR_ELEMS", "4")
+    monkeypatch.setenv("SEASTAR_CUDA_GROUP_THREADS", "16")
+    model = MODELS[name]
+    graph = hub_graph()
+    check_against_torch(model, graph, dtype=torch.float32, tol=2e-5,
+                        inputs=_wide_inputs(model, graph, torch.float32, misalign=True),
+                        program=fresh(model.program.fn, f"vec_view_{name}"))
+
+
 def _kernel_headers(tmp_path, monkeypatch, prog, graph, inputs):
     """The comment line and the launch bounds of every kernel of the program's forward CUDA."""
     monkeypatch.setenv("SEASTAR_DUMP_DIR", str(tmp_path))
@@ -98,6 +156,13 @@ def test_the_source_carries_the_mapping(tmp_path, monkeypatch, graph_factory):
     monkeypatch.setenv("SEASTAR_CUDA_HUB_BLOCK_THREADS", "1024")
     hub = _kernel_headers(tmp_path / "hub", monkeypatch, fresh(gcn, "src_hub"), graph, inputs)
     assert any("8 threads per item, 1024 per block" in c and "__launch_bounds__(1024, 1)" in k for c, k in hub)
+    assert not any("vectors" in c for c, _ in hub)
+    monkeypatch.setenv("SEASTAR_CUDA_VECTOR_ELEMS", "4")
+    vec = _kernel_headers(tmp_path / "vec", monkeypatch, fresh(gcn, "src_vec"), graph, inputs)
+    assert any("(8 per lane, in vectors of 4)" in c for c, _ in vec)
+    cu = next(p for p in (tmp_path / "vec").rglob("*.cu") if "forward" in p.name).read_text()
+    assert "const int64_t k = (int64_t)(t / 4) * (GT * 4) + lane * 4 + t % 4" in cu
+    assert "sx::assume_aligned<16>(args.B[" in cu
     with torch.no_grad():
         ref = MODELS["gcn"].torch_fn(graph, **{k: v.double() for k, v in inputs.items()})
         out = fresh(gcn, "src_hub")(graph, backend="fused", **inputs)
@@ -113,6 +178,7 @@ def test_the_source_carries_the_mapping(tmp_path, monkeypatch, graph_factory):
     ("SEASTAR_CUDA_BLOCK_THREADS", "-32", "SEASTAR_CUDA_BLOCK_THREADS must be a multiple of 32.*'-32'"),
     ("SEASTAR_CUDA_HUB_BLOCK_THREADS", "32", "SEASTAR_CUDA_HUB_BLOCK_THREADS must be a multiple of 32 from 64"),
     ("SEASTAR_CUDA_HUB_BLOCK_THREADS", "99999999999999999999", "SEASTAR_CUDA_HUB_BLOCK_THREADS must be"),
+    ("SEASTAR_CUDA_VECTOR_ELEMS", "8", "SEASTAR_CUDA_VECTOR_ELEMS must be 1, 2 or 4, got 8"),
 ])
 def test_bad_settings_are_refused_by_name(name, value, message, monkeypatch, graph_factory):
     monkeypatch.setenv(name, value)
