@@ -254,7 +254,9 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
   // that the host compiler may use aligned instructions too
   int64_t alignment = runtime::cuda_emulation_requested() ? kEmulatedAlignment : 0;
 #ifdef SEASTAR_WITH_CUDA
-  if (device.is_cuda()) alignment = cuda_program(direction, dtype, dg.index_dtype).buffer_alignment;
+  // looked up once a call: each lookup takes the program mutex (the map's references stay valid)
+  const codegen::CudaProgram* cuda = device.is_cuda() ? &cuda_program(direction, dtype, dg.index_dtype) : nullptr;
+  if (cuda) alignment = cuda->buffer_alignment;
 #endif
   std::vector<void*> buffers =
       bind_buffers(side.plan, g, inputs, grad_outputs, dtype, device, scratch, alignment, keep, outputs);
@@ -262,8 +264,7 @@ std::vector<torch::Tensor> FusedProgram::launch(Side& side, const std::string& d
   fill_graph_arrays(dg, side.coo, graph_arrays);
   if (device.is_cuda()) {
 #ifdef SEASTAR_WITH_CUDA
-    const codegen::CudaProgram& cuda = cuda_program(direction, dtype, dg.index_dtype);
-    runtime::launch_cuda(cuda, prog + "_" + direction + "_" + variant_of(dtype, dg.index_dtype).name(), device.index(), N, E, NS,
+    runtime::launch_cuda(*cuda, prog + "_" + direction + "_" + variant_of(dtype, dg.index_dtype).name(), device.index(), N, E, NS,
                          graph_arrays, buffers.data());
 #endif
     return outputs;
