@@ -9,7 +9,8 @@ from torch import nn
 
 from ._aggr import FUSABLE, SimpleAggregation, aggregate, out_channels_of, reset, resolve as resolve_aggr
 from ._layer import HomogeneousLayer
-from ._linear import Linear
+from ._linear import Linear, is_uninitialized
+from ._linear_pair import linear_pair
 from ._precision import float32_inside
 from ._utils import all_ones, dense, linear
 
@@ -96,12 +97,26 @@ class SAGEConv(HomogeneousLayer):
             else:
                 fresh = False  # the aggregation's own output
         else:
-            out = self.lin_l(aggregate(agg, s, dense(x_src), weight, backend=self.backend))
+            h = aggregate(agg, s, dense(x_src), weight, backend=self.backend)
+            if self._pairs_root(h, x_dst):
+                return self._finish(call, linear_pair(h, self.lin_l.weight, x_dst, self.lin_r.weight, self.lin_l.bias))
+            out = self.lin_l(h)
         if self.lin_r is not None and x_dst is not None:
             out = self._add_root(out, x_dst, fresh)
+        return self._finish(call, out)
+
+    def _finish(self, call, out: torch.Tensor) -> torch.Tensor:
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
         return call.output(out)
+
+    def _pairs_root(self, h: torch.Tensor, x_dst) -> bool:
+        """Whether ``lin_l(h) + lin_r(x_dst)`` goes through ``seastar::linear_pair``: in compiled
+        code, for dense 2-D rows of one dtype (eagerly ``_add_root``'s in-place product does the
+        same work; see ``_linear_pair``)."""
+        return (torch.compiler.is_compiling() and self.lin_r is not None and isinstance(x_dst, torch.Tensor)
+                and not x_dst.is_sparse and x_dst.dim() == 2 and h.dim() == 2 and h.dtype == x_dst.dtype
+                and not is_uninitialized(self.lin_l.weight) and not is_uninitialized(self.lin_r.weight))
 
     def _aggregates_table(self, x_src: torch.Tensor) -> bool:
         """Whether a block with global source ids can aggregate ``x_src`` (the whole table) in
