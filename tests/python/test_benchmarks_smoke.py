@@ -152,3 +152,18 @@ def test_weighted_benchmark_times_each_implementation_and_the_ratio(tmp_path):
         assert line["seastar"]["median_ms"] > 0 and line["seastar_cached"]["median_ms"] > 0
         if pyg:
             assert line["seastar_vs_best_peer"] > 0 and line["seastar_cached_vs_best_peer"] > 0
+
+
+def test_compile_minibatch_benchmark_pairs_eager_and_compiled_steps(tmp_path):
+    out = tmp_path / "compile_minibatch.json"
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_compile_minibatch.py"), "--quick", "--models", "sage",
+           "--backend", "aot_eager", "--prefetch", "0", "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, f"bench_compile_minibatch.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    data = json.loads(out.read_text())
+    assert data["meta"]["prefetch"] == 0
+    (res,) = data["results"]
+    assert res["model"] == "sage" and res["batches"] == 8 and res["graph_breaks"] == 0 and 1 <= res["compiles"] <= 2
+    ratio = res["paired_ratio"]
+    assert 0 < ratio["q1"] <= ratio["median"] <= ratio["q3"]
+    assert res["from_batch_3"]["compiled"]["sum_s"] > 0 and res["eager_over_compiled"] > 0
