@@ -42,8 +42,10 @@ def _check(x: torch.Tensor, counts: torch.Tensor, weight: torch.Tensor) -> None:
 def _product(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
     if x.dim() == 2:
         torch.mm(x, w, out=out)
-    else:  # heads: [n, H, d] @ [H, d, e], as a batch over heads
-        out.copy_(torch.bmm(x.transpose(0, 1), w).transpose(0, 1))
+    else:  # heads: [n, H, d] @ [H, d, e], a product per head written into its columns of `out`
+        # (strided rows are a leading dimension to BLAS; a bmm over heads would need a copy back)
+        for h in range(x.shape[1]):
+            torch.mm(x[:, h], w[h], out=out[:, h])
 
 
 @torch.library.custom_op("seastar::segment_matmul", mutates_args=())
