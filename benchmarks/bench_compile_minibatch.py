@@ -2,7 +2,8 @@
 
     python benchmarks/bench_compile_minibatch.py [--quick] [--num-nodes N] [--batch-size B]
         [--fanouts 15,10] [--max-batches K (0: an epoch)] [--models sage,gat,rgcn,hgt]
-        [--backend inductor] [--dynamic none|true] [--prefetch 2] [--out benchmarks/results/compile_minibatch.json]
+        [--backend inductor] [--dynamic none|true] [--prefetch 2] [--device cpu|cuda]
+        [--out benchmarks/results/compile_minibatch.json]
 
 Per model (a two-layer GraphSAGE, GAT, R-GCN or HGT on the synthetic node-classification graph,
 the typed models on the same edges with random relations and node types; Adam): an eager copy
@@ -64,16 +65,20 @@ def make_model(name: str, f: int, classes: int, relations: int, node_types: int)
     raise ValueError(f"unknown model {name!r}")
 
 
-def stepper(m):
-    """One training step of ``m`` on a batch, timed to the end of its optimizer step."""
+def stepper(m, device: torch.device):
+    """One training step of ``m`` on a batch, timed to the end of its optimizer step (on a GPU,
+    to the end of its kernels: synchronised before and after)."""
     opt = torch.optim.Adam(m.parameters(), lr=0.003)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     def step(b):
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad()
         loss = m(b.blocks[0], b.blocks[1], b.x, b.y)
         loss.backward()
         opt.step()
+        sync()
         return time.perf_counter() - t0
     return step
 
@@ -93,11 +98,12 @@ def run_model(name: str, ds, loader, args) -> dict:
     eager = make_model(name, ds.x.shape[1], ds.num_classes, args.relations, args.node_types)
     model = make_model(name, ds.x.shape[1], ds.num_classes, args.relations, args.node_types)
     model.load_state_dict(eager.state_dict())
+    eager, model = eager.to(args.device), model.to(args.device)
     dynamic = {"none": None, "true": True}[args.dynamic]
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     compiled = torch.compile(model, fullgraph=True, dynamic=dynamic, backend=args.backend)
-    steps = dict(eager=stepper(eager), compiled=stepper(compiled))
+    steps = dict(eager=stepper(eager, args.device), compiled=stepper(compiled, args.device))
     times = dict(eager=[], compiled=[])
     for i, b in enumerate(bar(loader, desc=name, total=args.max_batches or len(loader))):
         if args.max_batches and i == args.max_batches:
@@ -138,12 +144,17 @@ def main():
     p.add_argument("--models", default="sage,gat,rgcn,hgt")
     p.add_argument("--backend", default="inductor")
     p.add_argument("--dynamic", default="none", choices=("none", "true"))
+    p.add_argument("--device", default="cpu", help="cpu or cuda: where the models train (the loader puts "
+                   "each batch there)")
     p.add_argument("--prefetch", type=int, default=2,
                    help="batches the loader samples ahead on its threads, beside the steps (0: each batch "
                         "is sampled before its steps, which then run alone)")
     p.add_argument("--quick", action="store_true", help="a small graph and 8 batches (smoke run)")
     p.add_argument("--out", default="benchmarks/results/compile_minibatch.json")
     args = p.parse_args()
+    args.device = torch.device(args.device)
+    if args.device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device")
     if args.quick:
         args.num_nodes, args.features, args.batch_size, args.max_batches = 20_000, 32, 256, 8
     fanouts = [int(f) for f in args.fanouts.split(",")]
@@ -165,19 +176,21 @@ def main():
         graph = typed if name in ("rgcn", "hgt") else ds.graph
         loader = ss.loader.NeighborLoader((graph, ds.x, ds.y), num_neighbors=fanouts, batch_size=args.batch_size,
                                           input_nodes=ds.train_mask, seed=1, drop_last=True,
-                                          prefetch=args.prefetch)
+                                          prefetch=args.prefetch, device=args.device)
         res = run_model(name, ds, loader, args)
         e, c = res["from_batch_3"]["eager"], res["from_batch_3"]["compiled"]
         print(f"{name}: {res['batches']} batches, {res['compiles']} compiles, {res['graph_breaks']} graph breaks; "
               f"first step {res['first_step_s']['compiled']:.1f} s compiled ({res['first_step_s']['eager']:.2f} s "
               f"eager); from batch 3: {c['sum_s']:.2f} s compiled, {e['sum_s']:.2f} s eager, eager/compiled "
               f"x{res['eager_over_compiled']:.2f} (per batch: median x{res['paired_ratio']['median']:.2f} "
-              f"[{res['paired_ratio']['q1']:.2f}, {res['paired_ratio']['q3']:.2f}]); median step {c['median_ms']:.1f} ms [{c['q1_ms']:.1f}, "
+              f"[{res['paired_ratio']['q1']:.2f}, {res['paired_ratio']['q3']:.2f}]); "
+              f"median step {c['median_ms']:.1f} ms [{c['q1_ms']:.1f}, "
               f"{c['q3_ms']:.1f}] compiled, {e['median_ms']:.1f} ms [{e['q1_ms']:.1f}, {e['q3_ms']:.1f}] eager",
               flush=True)
         results.append(res)
     meta = dict(num_nodes=args.num_nodes, avg_degree=args.avg_degree, features=args.features, fanouts=fanouts,
-                batch_size=args.batch_size, prefetch=args.prefetch, edges=ds.graph.num_edges, build_s=build_s, quick=args.quick,
+                batch_size=args.batch_size, prefetch=args.prefetch, device=str(args.device), edges=ds.graph.num_edges,
+                build_s=build_s, quick=args.quick,
                 torch=torch.__version__, python=platform.python_version(), machine=platform.machine(),
                 threads=torch.get_num_threads(), cpu_count=os.cpu_count())
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
