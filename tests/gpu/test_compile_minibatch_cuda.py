@@ -40,26 +40,4 @@ def test_loader_training_on_cuda_compiles_once_and_equals_eager(name, backend):
     model = copy.deepcopy(eager)
     compiled = torch.compile(model, fullgraph=True, backend=cpu.CountingBackend() if backend == "counting" else backend)
     loader = NeighborLoader((graph, x, y), [4, 3], batch_size=cpu.BATCH, seed=1, device=DEV)
-    sizes, done = set(), 0
-    while done < BATCHES:
-        for batch in loader:
-            if done == BATCHES:
-                break
-            b0, b1 = batch.blocks
-            assert batch.x.device == DEV
-            sizes.add((b0.num_src, b0.num_dst, b0.num_edges, b1.num_edges))
-            losses = []
-            for m in (compiled, eager):
-                m.zero_grad()
-                loss = m(b0, b1, batch.x, batch.y)
-                loss.backward()
-                losses.append(loss.detach())
-            torch.testing.assert_close(losses[0], losses[1], **TOL)
-            gc, ge = cpu._grads(compiled), cpu._grads(eager)
-            assert gc.keys() == ge.keys()
-            for k in ge:
-                torch.testing.assert_close(gc[k], ge[k], **TOL, msg=f"batch {done}: {k}")
-            done += 1
-    assert len(sizes) > BATCHES // 2, "the batches should differ in size"
-    assert cpu.compiles(cpu.TwoLayers.forward) == 1
-    assert not torch._dynamo.utils.counters["graph_break"], dict(torch._dynamo.utils.counters["graph_break"])
+    cpu.train_side_by_side(compiled, eager, loader, BATCHES, tol=TOL, device=DEV)

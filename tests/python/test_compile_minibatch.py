@@ -96,6 +96,34 @@ def _grads(model):
     return {n.removeprefix("_orig_mod."): p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
+def train_side_by_side(compiled, eager, loader, batches: int, tol=TOL, device=None) -> None:
+    """``batches`` steps of both models on the loader's batches (epoch after epoch): the loss and
+    every gradient equal batch by batch; the batches differ in size; one compile, no graph break."""
+    sizes, done = set(), 0
+    while done < batches:
+        for batch in loader:
+            if done == batches:
+                break
+            b0, b1 = batch.blocks
+            assert device is None or batch.x.device == device
+            sizes.add((b0.num_src, b0.num_dst, b0.num_edges, b1.num_edges))
+            losses = []
+            for m in (compiled, eager):
+                m.zero_grad()
+                loss = m(b0, b1, batch.x, batch.y)
+                loss.backward()
+                losses.append(loss.detach())
+            torch.testing.assert_close(losses[0], losses[1], **tol)
+            gc, ge = _grads(compiled), _grads(eager)
+            assert gc.keys() == ge.keys()
+            for k in ge:
+                torch.testing.assert_close(gc[k], ge[k], **tol, msg=f"batch {done}: {k}")
+            done += 1
+    assert len(sizes) > batches // 2, "the batches should differ in size"
+    assert compiles(TwoLayers.forward) == 1
+    assert not torch._dynamo.utils.counters["graph_break"], dict(torch._dynamo.utils.counters["graph_break"])
+
+
 @pytest.mark.parametrize("dynamic", [None, True], ids=["dynamic_none", "dynamic_true"])
 @pytest.mark.parametrize("name", list(MODELS))
 def test_loader_training_compiles_once_and_equals_eager(name, dynamic):
@@ -105,31 +133,9 @@ def test_loader_training_compiles_once_and_equals_eager(name, dynamic):
     torch.manual_seed(0)
     eager = MODELS[name]().to(DT)
     model = copy.deepcopy(eager)
-    backend = CountingBackend()
-    compiled = torch.compile(model, fullgraph=True, dynamic=dynamic, backend=backend)
+    compiled = torch.compile(model, fullgraph=True, dynamic=dynamic, backend=CountingBackend())
     loader = NeighborLoader((graph, x, y), [4, 3], batch_size=BATCH, prefetch=0, seed=1)
-    sizes, done = set(), 0
-    while done < BATCHES:
-        for batch in loader:
-            if done == BATCHES:
-                break
-            b0, b1 = batch.blocks
-            sizes.add((b0.num_src, b0.num_dst, b0.num_edges, b1.num_edges))
-            losses = []
-            for m in (compiled, eager):
-                m.zero_grad()
-                loss = m(b0, b1, batch.x, batch.y)
-                loss.backward()
-                losses.append(loss.detach())
-            torch.testing.assert_close(losses[0], losses[1], **TOL)
-            gc, ge = _grads(compiled), _grads(eager)
-            assert gc.keys() == ge.keys()
-            for k in ge:
-                torch.testing.assert_close(gc[k], ge[k], **TOL, msg=f"batch {done}: {k}")
-            done += 1
-    assert len(sizes) > BATCHES // 2, "the batches should differ in size"
-    assert compiles(TwoLayers.forward) == 1
-    assert not torch._dynamo.utils.counters["graph_break"], dict(torch._dynamo.utils.counters["graph_break"])
+    train_side_by_side(compiled, eager, loader, BATCHES)
 
 
 def test_full_graph_model_on_a_second_graph():
