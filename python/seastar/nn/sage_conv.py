@@ -115,8 +115,9 @@ class SAGEConv(HomogeneousLayer):
         code, for dense 2-D rows of one dtype (eagerly ``_add_root``'s in-place product does the
         same work; see ``_linear_pair``)."""
         return (torch.compiler.is_compiling() and self.lin_r is not None and isinstance(x_dst, torch.Tensor)
-                and not x_dst.is_sparse and x_dst.dim() == 2 and h.dim() == 2 and h.dtype == x_dst.dtype
-                and not is_uninitialized(self.lin_l.weight) and not is_uninitialized(self.lin_r.weight))
+                and not x_dst.is_sparse and x_dst.dim() == 2 and h.dim() == 2
+                and not is_uninitialized(self.lin_l.weight) and not is_uninitialized(self.lin_r.weight)
+                and h.dtype == x_dst.dtype == self.lin_l.weight.dtype == self.lin_r.weight.dtype)
 
     def _aggregates_table(self, x_src: torch.Tensor) -> bool:
         """Whether a block with global source ids can aggregate ``x_src`` (the whole table) in
