@@ -87,11 +87,15 @@ def relation_matmul(x: torch.Tensor, pairs: RelationPairs, weight: torch.Tensor)
     graph (zero rows past the pairs): ``x`` [N, in] with ``weight`` [R, in, out], or per head
     ``x`` [N, H, d] with ``weight`` [R, H, d, e]."""
     rows = pairs.graph.num_nodes
-    if not isinstance(pairs.counts, torch.Tensor):  # eager: a GEMM per relation, by sizes known here
-        if weight.dim() == 4:
-            return per_relation(x, pairs, lambda xs, r: torch.einsum("nhd,hde->nhe", xs, weight[r]), rows)
-        return per_relation(x, pairs, lambda xs, r: xs @ weight[r], rows)
     table = torch.cat([weight, weight.new_zeros((1,) + tuple(weight.shape[1:]))])  # the padding rows' "relation"
+    if not isinstance(pairs.counts, torch.Tensor):  # eager: the same op, the sizes known here
+        # (the op writes each relation's product in place: no per-relation pieces to concatenate)
+        pad = rows - pairs.num_pairs
+        counts = torch.tensor(list(pairs.counts) + [pad], dtype=torch.int64)
+        if pairs.src is None and pad == 0:
+            return segment_matmul(x, counts, table)
+        src = pairs.src if pairs.src is not None else torch.arange(pairs.num_pairs)
+        return segment_matmul(x.index_select(0, torch.cat([src, src.new_zeros(pad)]).to(x.device)), counts, table)
     return segment_matmul(gather_rows(x, pairs.src.to(x.device)), pairs.counts, table)
 
 
