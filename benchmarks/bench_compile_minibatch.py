@@ -83,13 +83,17 @@ def stepper(m, device: torch.device):
     return step
 
 
+def quartiles(values) -> list:
+    return statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+
+
 def spread(times) -> dict:
-    q = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
+    q = quartiles(times)
     return dict(sum_s=sum(times), median_ms=1e3 * q[1], q1_ms=1e3 * q[0], q3_ms=1e3 * q[2])
 
 
 def spread_ratio(ratios) -> dict:
-    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    q = quartiles(ratios)
     return dict(median=q[1], q1=q[0], q3=q[2])
 
 

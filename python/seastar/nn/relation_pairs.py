@@ -90,12 +90,10 @@ def relation_matmul(x: torch.Tensor, pairs: RelationPairs, weight: torch.Tensor)
     table = torch.cat([weight, weight.new_zeros((1,) + tuple(weight.shape[1:]))])  # the padding rows' "relation"
     if not isinstance(pairs.counts, torch.Tensor):  # eager: the same op, the sizes known here
         # (the op writes each relation's product in place: no per-relation pieces to concatenate)
-        pad = rows - pairs.num_pairs
-        counts = torch.tensor(list(pairs.counts) + [pad], dtype=torch.int64)
-        if pairs.src is None and pad == 0:
+        src, counts = _with_padding(pairs)
+        if pairs.src is None and rows == pairs.num_pairs:  # every vertex its own pair: x as it is
             return segment_matmul(x, counts, table)
-        src = pairs.src if pairs.src is not None else torch.arange(pairs.num_pairs)
-        return segment_matmul(x.index_select(0, torch.cat([src, src.new_zeros(pad)]).to(x.device)), counts, table)
+        return segment_matmul(x.index_select(0, src.to(x.device)), counts, table)
     return segment_matmul(gather_rows(x, pairs.src.to(x.device)), pairs.counts, table)
 
 
@@ -125,12 +123,17 @@ def _compiled_pairs(graph: Graph, num_relations: int, layer: str) -> RelationPai
     return RelationPairs(view, src, counts, m, graph.num_edges)
 
 
+def _with_padding(p: RelationPairs) -> tuple:
+    """Each row of the pair graph's source (its pair's; 0 for the padding rows past the pairs)
+    and the group sizes of ``segment_matmul``: the relations', then the padding rows' count."""
+    pad = p.graph.num_nodes - p.num_pairs
+    src = p.src if p.src is not None else torch.arange(p.num_pairs)
+    return torch.cat([src, src.new_zeros(pad)]), torch.tensor(list(p.counts) + [pad], dtype=torch.int64)
+
+
 def _padded_pairs(graph: Graph, num_relations: int):
     p = graph.derive(_relation_pairs, num_relations, "RGCNConv")
-    m = p.graph.num_nodes
-    pad = m - p.num_pairs
-    return (p.graph._in.handle, rows(m), torch.cat([p.src, p.src.new_zeros(pad)]),
-            torch.tensor(list(p.counts) + [pad], dtype=torch.int64))
+    return (p.graph._in.handle, rows(p.graph.num_nodes)) + _with_padding(p)
 
 
 @torch.library.custom_op("seastar::relation_pairs", mutates_args=())
