@@ -18,6 +18,11 @@ IMPL_ORDER = ("fused", "unfused", "pyg", "pyg_csr", "pyg_compile", "dgl")
 PEERS = ("dgl", "pyg_csr", "pyg_compile", "pyg")
 
 
+def quartiles(values) -> list:
+    """First quartile, median and third quartile of ``values`` (one value: itself three times)."""
+    return statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+
+
 def _div(a, b):
     return a / b if a is not None and b is not None and b > 0 else None
 

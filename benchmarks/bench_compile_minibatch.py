@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 
@@ -38,6 +37,7 @@ import torch.nn.functional as F  # noqa: E402
 import seastar as ss  # noqa: E402
 import seastar.nn as snn  # noqa: E402
 from _paths import portable  # noqa: E402
+from _report import quartiles  # noqa: E402
 from seastar.progress import bar  # noqa: E402
 
 
@@ -81,10 +81,6 @@ def stepper(m, device: torch.device):
         sync()
         return time.perf_counter() - t0
     return step
-
-
-def quartiles(values) -> list:
-    return statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
 
 
 def spread(times) -> dict:

@@ -8,11 +8,13 @@ every candidate of ``seastar.distributed.plan`` run with ``examples/distributed/
 
 For each process count: one calibration (the compute rates in this process, the collectives
 in that many fresh processes), the plan, then each candidate trained for ``--epochs`` epochs
-(``torchrun --standalone``); the measured epoch is the median of the epochs after the first
-(kernel compilation and first touch are left out; the median, because other work on a shared
-machine comes in bursts). The JSON holds the calibration (with the step fit), every
-candidate's prediction and measurement, the ratio, and whether the plan chose the faster mode
-where the measured times differ by more than 20%.
+(``torchrun --standalone``), ``--rounds`` times, the candidates taking turns within a round (so
+that a slow stretch of a shared machine falls on all of them). The measured epoch is the median
+of every round's epochs after its first (kernel compilation and first touch are left out; the
+median, because other work on a shared machine comes in bursts), with the quartiles as its
+spread. The JSON holds the calibration (with the step fit), every candidate's prediction and
+measurement, the ratio, and whether the plan chose the faster mode where the measured times
+differ by more than 20%.
 """
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ import argparse
 import importlib.util
 import json
 import logging
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "python"))
 
 import seastar as ss  # noqa: E402
+from _report import quartiles  # noqa: E402
 import torch  # noqa: E402
 from seastar.distributed.calibration import calibrate  # noqa: E402
 from seastar.distributed.planner import plan  # noqa: E402
@@ -54,7 +56,8 @@ def load(a):
     return train.load(train.parse_args(["--mode", "minibatch", "--model", a.model] + data_args(a)))
 
 
-def measure(a, row, world, work: Path) -> float:
+def measure(a, row, world, work: Path) -> list:
+    """The epoch times of one run of the candidate ``row`` after its first epoch."""
     out = work / f"{row['mode']}-{row['features']}-{world}.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
            str(ROOT / "examples" / "distributed" / "train.py"), "--mode", row["mode"], "--model", a.model,
@@ -68,8 +71,7 @@ def measure(a, row, world, work: Path) -> float:
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
     if r.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{(r.stdout + r.stderr)[-3000:]}")
-    hist = json.loads(out.read_text())["history"]
-    return statistics.median(h["epoch_s"] for h in hist[1:])
+    return [h["epoch_s"] for h in json.loads(out.read_text())["history"][1:]]
 
 
 def main(argv=None):
@@ -84,6 +86,7 @@ def main(argv=None):
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=2, help="runs of every candidate, taking turns")
     p.add_argument("--worlds", default="1,2,3")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
@@ -103,14 +106,19 @@ def main(argv=None):
             spec = dict(kind=a.model, hidden=a.hidden, batch_size=a.batch_size)
             pl = plan(ds, world, spec, calibration=cal)
             log.info("\n%s", pl.table())
+            epochs = [[] for _ in pl.rows]
+            for _ in range(a.rounds):
+                for times, row in zip(epochs, pl.rows):
+                    times += measure(a, row, world, Path(tmp))
             rows = []
-            for row in pl.rows:
-                measured = measure(a, row, world, Path(tmp))
+            for times, row in zip(epochs, pl.rows):
+                q1, measured, q3 = quartiles(times)
                 rows.append(dict(candidate=row["candidate"], mode=row["mode"], features=row["features"],
-                                 predicted_s=row["epoch_s"], measured_s=measured, ratio=row["epoch_s"] / measured,
+                                 predicted_s=row["epoch_s"], measured_s=measured, measured_q1_s=q1, measured_q3_s=q3,
+                                 epochs_measured=len(times), ratio=row["epoch_s"] / measured,
                                  predicted_peak_mb=row["peak_mb"], chosen=row is pl.choice))
-                log.info("%d processes, %s: predicted %.1f ms, measured %.1f ms", world, row["candidate"],
-                         row["epoch_s"] * 1e3, measured * 1e3)
+                log.info("%d processes, %s: predicted %.1f ms, measured %.1f ms (quartiles %.1f-%.1f)", world,
+                         row["candidate"], row["epoch_s"] * 1e3, measured * 1e3, q1 * 1e3, q3 * 1e3)
             fastest = min(rows, key=lambda r: r["measured_s"])
             chosen = next(r for r in rows if r["chosen"])
             others = sorted(r["measured_s"] for r in rows)
@@ -126,7 +134,7 @@ def main(argv=None):
     for res in results:
         for r in res["rows"]:
             print(f"{res['world_size']} | {r['candidate'][:60]:60s} | predicted {r['predicted_s'] * 1e3:8.1f} ms | "
-                  f"measured {r['measured_s'] * 1e3:8.1f} ms | ratio {r['ratio']:.2f}{' | chosen' if r['chosen'] else ''}")
+                  f"measured {r['measured_s'] * 1e3:8.1f} ms ({r['measured_q1_s'] * 1e3:.1f}-{r['measured_q3_s'] * 1e3:.1f}) | ratio {r['ratio']:.2f}{' | chosen' if r['chosen'] else ''}")
         print(f"  measured fastest: {res['measured_fastest']}; plan chose it: {res['chose_fastest']} "
               f"(clear margin > 20%: {res['fastest_clearly_faster']})")
 

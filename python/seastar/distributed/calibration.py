@@ -202,12 +202,13 @@ class _TwoLayers(torch.nn.Module):
 LOOP_BATCHES = (64, 512)  # seeds per batch of the two loops the k-process fit is made from
 
 
-def _loop_step(batch: int, group=None, batches: int = 6, epochs: int = 6) -> float:
+def _loop_step(batch: int, together: bool = False, group=None, batches: int = 6, epochs: int = 6) -> float:
     """Seconds per batch of a small mini-batch training loop, whole epochs timed (the first
     batch's wait and every stall included): a NeighborLoader (prefetching on its thread) over a
-    random graph, two GraphSAGE layers with dropout, cross-entropy, Adam; in ``group`` wrapped
-    in DistributedDataParallel, with an all-reduce of the epoch's loss totals at its end (as
-    examples/distributed/train.py runs it). The first epoch warms."""
+    random graph, two GraphSAGE layers with dropout, cross-entropy, Adam; ``together``: in every
+    process of ``group`` (None: the default group), wrapped in DistributedDataParallel, with an
+    all-reduce of the epoch's loss totals at its end (as examples/distributed/train.py runs
+    it). The first epoch warms."""
     g = torch.Generator().manual_seed(4)
     n, width = 20_000, 32
     graph = _graph(n, 200_000)
@@ -215,8 +216,8 @@ def _loop_step(batch: int, group=None, batches: int = 6, epochs: int = 6) -> flo
     convs = _TwoLayers(width)
     opt = torch.optim.Adam(convs.parameters(), lr=0.01)
     # DDP as the example wraps its model: its hooks and graph walk are per-step costs
-    model = convs if group is None else torch.nn.parallel.DistributedDataParallel(
-        convs, process_group=group, find_unused_parameters=True)
+    model = torch.nn.parallel.DistributedDataParallel(
+        convs, process_group=group, find_unused_parameters=True) if together else convs
     seeds = torch.randperm(n, generator=g)[:batch * batches]
     loader = NeighborLoader((graph, x, y), [10, 5], batch_size=batch, input_nodes=seeds, prefetch=2)
     total = 0.0
@@ -230,7 +231,7 @@ def _loop_step(batch: int, group=None, batches: int = 6, epochs: int = 6) -> flo
             loss.item()
         if epoch:
             total += time.perf_counter() - t0
-        if group is not None:
+        if together:
             dist.all_reduce(torch.ones(2, dtype=torch.float64), group=group)
     return total / ((epochs - 1) * len(loader))
 
@@ -242,7 +243,7 @@ def loop_alone() -> list:
 
 def loop_together(group=None) -> list:
     """The same loops in every process of ``group`` at once (a collective): the slowest rank's."""
-    together = torch.tensor([_loop_step(b, group) for b in LOOP_BATCHES], dtype=torch.float64)
+    together = torch.tensor([_loop_step(b, True, group) for b in LOOP_BATCHES], dtype=torch.float64)
     dist.all_reduce(together, op=dist.ReduceOp.MAX, group=group)
     return together.tolist()
 
@@ -254,7 +255,10 @@ def loop_fit(alone: list, together: list) -> dict:
     return dict(loop_together_s=[t0, t1], loop_scale=scale, loop_stall_s=max(0.0, t0 - scale * a0))
 
 
-def _collectives_rank(rank, world, out):
+def _collectives_rank(rank, world, out, threads):
+    # the ranks run with the caller's threads, as the training processes it plans for do (a
+    # fresh process would take torch's default, every core, and the ranks would then contend)
+    torch.set_num_threads(threads)
     torch.save(collective_rates(), f"{out}/cal.pt") if rank == 0 else collective_rates()
 
 
@@ -268,7 +272,7 @@ def calibrate(spawn_collectives: bool = True, world_size: int = 2, group=None) -
         cal.update(collective_rates(group))
     elif spawn_collectives:
         with tempfile.TemporaryDirectory() as d:
-            launch.spawn(_collectives_rank, world_size, args=(d,), timeout_s=120)
+            launch.spawn(_collectives_rank, world_size, args=(d, torch.get_num_threads()), timeout_s=120)
             cal.update(torch.load(os.path.join(d, "cal.pt")))
     else:
         cal.update(latency_s=None, bandwidth=None, sync_s=None, skew=None, loop_together_s=None, backend=None,
