@@ -5,6 +5,8 @@ every candidate of ``seastar.distributed.plan`` run with ``examples/distributed/
     .venv/bin/python benchmarks/bench_planner.py --out benchmarks/results/planner.json
     .venv/bin/python benchmarks/bench_planner.py --dataset synthetic --num-nodes 100000 --out ...
     .venv/bin/python benchmarks/bench_planner.py --dataset typed --model rgcn --out ...
+    .venv/bin/python benchmarks/bench_planner.py --markdown benchmarks/results/planner*.json  # docs' tables
+    .venv/bin/python benchmarks/bench_planner.py --repredict benchmarks/results/planner*.json  # the model changed
 
 For each process count: one calibration (the compute rates in this process, the collectives
 in that many fresh processes), the plan, then each candidate trained for ``--epochs`` epochs
@@ -74,7 +76,71 @@ def measure(a, row, world, work: Path) -> list:
     return [h["epoch_s"] for h in json.loads(out.read_text())["history"][1:]]
 
 
+def judge(rows: list, world: int) -> dict:
+    """Which candidate was measured fastest, whether by more than 20%, and whether it was chosen."""
+    fastest = min(rows, key=lambda r: r["measured_s"])
+    chosen = next(r for r in rows if r["chosen"])
+    others = sorted(r["measured_s"] for r in rows)
+    clear = len(others) > 1 and others[1] > 1.2 * others[0]
+    return dict(world_size=world, chosen=chosen["candidate"], measured_fastest=fastest["candidate"],
+                fastest_clearly_faster=clear, chose_fastest=chosen is fastest)
+
+
+def summary(results: list) -> dict:
+    return dict(within_30_percent=sum(abs(r["ratio"] - 1) <= 0.3 for res in results for r in res["rows"]),
+                candidates=sum(len(res["rows"]) for res in results))
+
+
+def repredict(path: Path) -> None:
+    """The predictions of a report written before, made again by the planner as it is now from
+    the report's own calibrations (every measured input of the plan is in them): the model
+    changes, the measurements stay. The report is rewritten in place."""
+    report = json.loads(path.read_text())
+    a = argparse.Namespace(**report["args"])
+    ds = load(a)
+    torch.set_num_threads(1)
+    for res in report["results"]:
+        pl = plan(ds, res["world_size"], dict(kind=a.model, hidden=a.hidden, batch_size=a.batch_size),
+                  calibration=res["calibration"])
+        for r, row in zip(res["rows"], pl.rows):
+            r.update(predicted_s=row["epoch_s"], ratio=row["epoch_s"] / r["measured_s"],
+                     predicted_peak_mb=row["peak_mb"], chosen=row is pl.choice)
+        res.update(judge(res["rows"], res["world_size"]))
+    report.update(summary(report["results"]))
+    path.write_text(json.dumps(report, indent=2, default=str))
+    print(markdown(report))
+
+
+def markdown(report: dict) -> str:
+    """The report as docs/DISTRIBUTED.md shows it: a row per candidate and process count, then
+    the choice per process count and the count within 30%."""
+    lines = ["| processes | candidate | predicted | measured (quartiles) | predicted / measured | |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    choices = []
+    for res in report["results"]:
+        for r in res["rows"]:
+            name = r["candidate"].split(" (")[0]
+            spread = f" ({r['measured_q1_s'] * 1e3:.1f}-{r['measured_q3_s'] * 1e3:.1f})" if "measured_q1_s" in r else ""
+            lines.append(f"| {res['world_size']} | {name} | {r['predicted_s'] * 1e3:.1f} ms | "
+                         f"{r['measured_s'] * 1e3:.1f} ms{spread} | {r['ratio']:.2f} | {'chosen' if r['chosen'] else ''} |")
+        choices.append(f"{res['world_size']}: measured fastest {res['measured_fastest'].split(' (')[0]}, "
+                       f"{'chosen' if res['chose_fastest'] else 'not chosen'}, margin over 20%: "
+                       f"{'yes' if res['fastest_clearly_faster'] else 'no'}")
+    within = sum(abs(r["ratio"] - 1) <= 0.3 for res in report["results"] for r in res["rows"])
+    total = sum(len(res["rows"]) for res in report["results"])
+    return "\n".join(lines) + (f"\n\nPer process count: {'; '.join(choices)}. Within 30% of the measured epoch: "
+                              f"{within} of {total}.")
+
+
 def main(argv=None):
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--markdown":
+        for path in sys.argv[2:]:  # the tables of reports written before
+            print(markdown(json.loads(Path(path).read_text())) + "\n")
+        return
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--repredict":
+        for path in sys.argv[2:]:
+            repredict(Path(path))
+        return
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", choices=["cora", "synthetic", "typed"], default="cora")
     p.add_argument("--num-nodes", type=int, default=100_000)
@@ -119,16 +185,9 @@ def main(argv=None):
                                  predicted_peak_mb=row["peak_mb"], chosen=row is pl.choice))
                 log.info("%d processes, %s: predicted %.1f ms, measured %.1f ms (quartiles %.1f-%.1f)", world,
                          row["candidate"], row["epoch_s"] * 1e3, measured * 1e3, q1 * 1e3, q3 * 1e3)
-            fastest = min(rows, key=lambda r: r["measured_s"])
-            chosen = next(r for r in rows if r["chosen"])
-            others = sorted(r["measured_s"] for r in rows)
-            clear = len(others) > 1 and others[1] > 1.2 * others[0]
-            results.append(dict(world_size=world, calibration=pl.calibration, rows=rows, chosen=chosen["candidate"],
-                                measured_fastest=fastest["candidate"],
-                                fastest_clearly_faster=clear, chose_fastest=chosen is fastest))
+            results.append(dict(calibration=pl.calibration, rows=rows, **judge(rows, world)))
     report = dict(dataset=a.dataset, args=vars(a), machine_cores=cal.get("cores"), results=results,
-                  within_30_percent=sum(abs(r["ratio"] - 1) <= 0.3 for res in results for r in res["rows"]),
-                  candidates=sum(len(res["rows"]) for res in results))
+                  **summary(results))
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(report, indent=2, default=str))
     for res in results:

@@ -76,6 +76,12 @@ def fullgraph_rank(rank, world, part_dir, model, classes, num_relations, out_dir
                     stats=dict(pg.exchange.stats), num_halo=part.num_halo), f"{out_dir}/rank{rank}.pt")
 
 
+def loop_model_rank(rank, world):
+    from seastar.distributed.calibration import _loop_model
+    assert isinstance(_loop_model(8, True), torch.nn.parallel.DistributedDataParallel)
+    assert not isinstance(_loop_model(8, False), torch.nn.parallel.DistributedDataParallel)
+
+
 def fail_on_rank_one(rank, world):
     """Rank 1 dies before a collective that rank 0 waits in: rank 0 must fail, not hang."""
     import torch.distributed as dist

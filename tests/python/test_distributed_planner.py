@@ -11,8 +11,11 @@ import pytest
 import torch
 
 import seastar as ss
+from seastar.distributed import launch
 from seastar.distributed.calibration import calibrate, compute_rates
 from seastar.distributed.planner import ModelSpec, _cache_hit_rate, _expected_halo, plan
+
+import distributed_workers as workers
 
 # a fixed machine: round numbers, so the hand counts below are exact
 CAL = dict(aggregation_rate=1e9, gemm_rate=1e10, sampling_rate=1e7, gather_rate=1e9, step_overhead_s=1e-3,
@@ -141,6 +144,16 @@ def test_minibatch_epoch_from_the_measured_loop_is_the_hand_count():
                                               rel=1e-12)
 
 
+def test_fullgraph_step_pays_the_stall_at_each_collective():
+    """A full-graph step of two layers has three collectives (the halo exchange forward and
+    backward, the gradients' all-reduce); the k-process stall is paid at each."""
+    cal = dict(CAL, minibatch_step_s=0.004, loader_batch_s=0.001, process_cores=1.0, fetch_work_s=0.0005,
+               loop_scale=1.5)
+    epochs = [next(r for r in plan(_Data(), 2, {"kind": "sage", "hidden": 8}, calibration=dict(cal, loop_stall_s=s))
+                   .rows if r["mode"] == "fullgraph")["epoch_s"] for s in (0.0, 0.002)]
+    assert epochs[1] - epochs[0] == pytest.approx(3 * 0.002, rel=1e-9)
+
+
 def test_minibatch_steps_follow_the_share():
     d = _Data(train=101)
     p = plan(d, 3, {"kind": "sage", "hidden": 8, "batch_size": 10}, calibration=CAL)
@@ -191,3 +204,10 @@ def test_loop_fit_in_spawned_processes():
     assert cal["loop_scale"] == pytest.approx(max(1.0, (t1 - t0) / (a1 - a0)))
     assert cal["loop_stall_s"] == pytest.approx(max(0.0, t0 - cal["loop_scale"] * a0))
     assert math.isfinite(cal["latency_s"]) and cal["world_size"] == 2
+    assert cal["rank_threads"] == torch.get_num_threads()  # the ranks measure with the caller's threads
+
+
+def test_loop_together_runs_under_ddp():
+    """The loop timed in k processes synchronises its gradients as training does (in the
+    default group, given as None, as in a named one)."""
+    launch.spawn(workers.loop_model_rank, 2, timeout_s=120)

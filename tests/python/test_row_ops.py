@@ -1,9 +1,9 @@
 """The row ops of compiled code (``seastar.nn._row_ops``), in float64.
 
-``seastar::segment_matmul`` (one product per group of consecutive rows, the group sizes as data)
-against a torch loop over the groups: the output and the gradients of ``x`` and ``weight``, per
-matrix and per head, with empty groups; gradcheck; inside torch.compile with other sizes; bad
-sizes refused with the reason. ``seastar::gather_rows`` against ``index_select``: output, first
+``seastar::segment_matmul`` (one product per group of consecutive rows, the group sizes as data,
+with or without a bias per group) against a torch loop over the groups: the output and the
+gradients of ``x``, ``weight`` and ``bias``, per matrix and per head, with empty groups;
+gradcheck; inside torch.compile with other sizes; bad sizes refused with the reason. ``seastar::gather_rows`` against ``index_select``: output, first
 and second gradients, compiled."""
 from __future__ import annotations
 
@@ -16,33 +16,38 @@ DT = torch.float64
 TOL = dict(rtol=1e-12, atol=1e-12)
 
 
-def _reference(x, counts, weight):
+def _reference(x, counts, weight, bias=None):
     parts, start = [], 0
     for g, c in enumerate(counts.tolist()):
         if x.dim() == 2:
-            parts.append(x[start:start + c] @ weight[g])
+            part = x[start:start + c] @ weight[g]
         else:  # per head
-            parts.append(torch.einsum("nhd,hde->nhe", x[start:start + c], weight[g]))
+            part = torch.einsum("nhd,hde->nhe", x[start:start + c], weight[g])
+        parts.append(part if bias is None else part + bias[g])
         start += c
     return torch.cat(parts)
 
 
+@pytest.mark.parametrize("with_bias", [False, True], ids=["no_bias", "bias"])
 @pytest.mark.parametrize("heads", [None, 2], ids=["matrix", "per_head"])
 @pytest.mark.parametrize("counts", [[3, 0, 5, 2], [0, 0, 7], [10], [0, 4, 0]])
-def test_output_and_gradients_equal_a_loop_over_the_groups(counts, heads):
+def test_output_and_gradients_equal_a_loop_over_the_groups(counts, heads, with_bias):
     gen = torch.Generator().manual_seed(len(counts))
     counts = torch.tensor(counts)
     n, g = int(counts.sum()), counts.numel()
     h = () if heads is None else (heads,)
     x = torch.randn((n,) + h + (4,), dtype=DT, generator=gen)
     w = torch.randn((g,) + h + (4, 3), dtype=DT, generator=gen)
+    b = torch.randn((g,) + h + (3,), dtype=DT, generator=gen)
     seed = torch.randn((n,) + h + (3,), dtype=DT, generator=gen)
     results = []
     for fn in (segment_matmul, _reference):
-        xi, wi = x.clone().requires_grad_(), w.clone().requires_grad_()
-        out = fn(xi, counts, wi)
+        xi, wi, bi = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
+        out = fn(xi, counts, wi, bi if with_bias else None)
         (out * seed).sum().backward()
-        results.append((out.detach(), xi.grad, wi.grad))
+        results.append((out.detach(), xi.grad, wi.grad) + ((bi.grad,) if with_bias else ()))
+    if with_bias:  # an empty group's bias gets a zero gradient, not none
+        assert results[0][3] is not None
     for got, want in zip(*results):
         torch.testing.assert_close(got, want, **TOL)
 
@@ -51,18 +56,24 @@ def test_output_and_gradients_equal_a_loop_over_the_groups(counts, heads):
 def test_gradcheck(heads):
     x = torch.randn((6,) + heads + (3,), dtype=DT, requires_grad=True)
     w = torch.randn((3,) + heads + (3, 2), dtype=DT, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda a, b: segment_matmul(a, torch.tensor([2, 0, 4]), b), (x, w))
+    b = torch.randn((3,) + heads + (2,), dtype=DT, requires_grad=True)
+    counts = torch.tensor([2, 0, 4])
+    assert torch.autograd.gradcheck(lambda a, c: segment_matmul(a, counts, c), (x, w))
+    assert torch.autograd.gradcheck(lambda a, c, d: segment_matmul(a, counts, c, d), (x, w, b))
 
 
 def test_compiled_with_other_sizes_compiles_once_more_at_most():
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
-    fn = torch.compile(lambda x, c, w: segment_matmul(x, c, w).sum(), fullgraph=True, backend="aot_eager")
-    w = torch.randn(2, 3, 2, dtype=DT)
+    fn = torch.compile(lambda x, c, w, b: segment_matmul(x, c, w, b).sum(), fullgraph=True, backend="aot_eager")
+    w, b = torch.randn(2, 3, 2, dtype=DT), torch.randn(2, 2, dtype=DT, requires_grad=True)
     for n in (5, 9, 12):
         c = torch.tensor([n // 3, n - n // 3])
         x = torch.randn(n, 3, dtype=DT)
-        torch.testing.assert_close(fn(x, c, w), _reference(x, c, w).sum(), **TOL)
+        got = fn(x, c, w, b)
+        want = _reference(x, c, w, b).sum()
+        torch.testing.assert_close(got, want, **TOL)
+        torch.testing.assert_close(torch.autograd.grad(got, b)[0], torch.autograd.grad(want, b)[0], **TOL)
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] <= 2
 
 
@@ -71,6 +82,12 @@ def test_compiled_with_other_sizes_compiles_once_more_at_most():
 def test_bad_group_sizes_are_refused(counts, match):
     with pytest.raises(ValueError, match=match):
         segment_matmul(torch.zeros(5, 3, dtype=DT), torch.tensor(counts), torch.zeros(2, 3, 2, dtype=DT))
+
+
+def test_a_bias_of_the_wrong_shape_is_refused():
+    with pytest.raises(ValueError, match=r"bias \(2, 3\) do not fit"):
+        segment_matmul(torch.zeros(5, 3, dtype=DT), torch.tensor([2, 3]), torch.zeros(2, 3, 2, dtype=DT),
+                       torch.zeros(2, 3, dtype=DT))
 
 
 def test_gather_rows_and_its_gradients_equal_index_select():

@@ -199,7 +199,19 @@ class _TwoLayers(torch.nn.Module):
         return self.convs[1](blocks[1], h)
 
 
-LOOP_BATCHES = (64, 512)  # seeds per batch of the two loops the k-process fit is made from
+# seeds per batch of the two loops the k-process fit is made from: steps of about a millisecond
+# and of tens of them, so that the line spans the steps of small and of large graphs rather
+# than being carried out from small ones (where the wait at each all-reduce is most of a step)
+LOOP_BATCHES = (64, 2048)
+
+
+def _loop_model(width: int, together: bool, group=None) -> torch.nn.Module:
+    """The loop's two layers; ``together``: wrapped in DDP as the example wraps its model (its
+    hooks, graph walk and gradient all-reduce are per-step costs)."""
+    convs = _TwoLayers(width)
+    if not together:
+        return convs
+    return torch.nn.parallel.DistributedDataParallel(convs, process_group=group, find_unused_parameters=True)
 
 
 def _loop_step(batch: int, together: bool = False, group=None, batches: int = 6, epochs: int = 6) -> float:
@@ -213,11 +225,8 @@ def _loop_step(batch: int, together: bool = False, group=None, batches: int = 6,
     n, width = 20_000, 32
     graph = _graph(n, 200_000)
     x, y = torch.randn(n, width, generator=g), torch.randint(0, 8, (n,), generator=g)
-    convs = _TwoLayers(width)
-    opt = torch.optim.Adam(convs.parameters(), lr=0.01)
-    # DDP as the example wraps its model: its hooks and graph walk are per-step costs
-    model = torch.nn.parallel.DistributedDataParallel(
-        convs, process_group=group, find_unused_parameters=True) if together else convs
+    model = _loop_model(width, together, group)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
     seeds = torch.randperm(n, generator=g)[:batch * batches]
     loader = NeighborLoader((graph, x, y), [10, 5], batch_size=batch, input_nodes=seeds, prefetch=2)
     total = 0.0
@@ -259,7 +268,9 @@ def _collectives_rank(rank, world, out, threads):
     # the ranks run with the caller's threads, as the training processes it plans for do (a
     # fresh process would take torch's default, every core, and the ranks would then contend)
     torch.set_num_threads(threads)
-    torch.save(collective_rates(), f"{out}/cal.pt") if rank == 0 else collective_rates()
+    rates = dict(collective_rates(), rank_threads=torch.get_num_threads())
+    if rank == 0:
+        torch.save(rates, f"{out}/cal.pt")
 
 
 def calibrate(spawn_collectives: bool = True, world_size: int = 2, group=None) -> dict:

@@ -41,6 +41,8 @@ few batches of the data with the model's fanouts. Per epoch, with ``k`` processe
   halo; a step of the model's layers over the whole graph is timed, ``measure_fullgraph_step``,
   and scaled to the part by the rates' estimate of each, and slowed as above), a halo
   exchange forward and backward per layer after the first, one all-reduce of the gradients.
+  The stall of the k-process fit is paid at each of the step's collectives: the gradients'
+  all-reduce and the halo exchanges.
   The halo is the partition's own (``partition_report``) when given, else its expectation
   under a random assignment: ``sum over u of (k-1)/k (1 - (1 - 1/k)^outdeg(u))``.
 * memory per process: the measured process base (torch and seastar) + graph structure
@@ -543,8 +545,10 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
         fstep = whole_s * fcompute / whole
     exchange = sum(2 * _alltoall(halo * fin * m.dtype_bytes, k, cal) for fin, _, _, _ in widths[1:])
     fgrads = _allreduce(param_bytes, k, cal)
-    if k > 1 and cal.get("loop_scale"):  # measured, as for the mini-batch step
-        fslow, fstall = cal["loop_scale"], cal.get("loop_stall_s", 0.0)
+    if k > 1 and cal.get("loop_scale"):  # measured, as for the mini-batch step; the loop's stall is
+        # the wait at one collective after compute, and a step here has one per halo exchange too
+        syncs = 1 + 2 * (len(widths) - 1)
+        fslow, fstall = cal["loop_scale"], syncs * cal.get("loop_stall_s", 0.0)
     else:
         fslow, fstall = _stretch(local, cal, cal.get("threads", 1)) * (1 + (cal.get("skew") or 0.0) * (k > 1)), 0.0
     rows.append(dict(candidate=f"full-graph, {k} part{'s' if k > 1 else ''} ({halo_note}: {halo:.0f} rows)",

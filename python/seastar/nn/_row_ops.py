@@ -2,13 +2,17 @@
 
 ``seastar::segment_matmul``:
 
-``out[rows of group g] = x[rows of group g] @ weight[g]``, the groups' sizes given as a tensor
-``counts``; per head, ``x`` [N, H, d] and ``weight`` [G, H, d, e], each head by its own matrix. The typed linears and the per-relation transforms group rows by node type or relation;
+``out[rows of group g] = x[rows of group g] @ weight[g] (+ bias[g])``, the groups' sizes given
+as a tensor ``counts``; per head, ``x`` [N, H, d] and ``weight`` [G, H, d, e], each head by its
+own matrix. The bias is added by the product itself (``addmm``): added apart, it would take a
+gather of a bias row per row and, backward, a scatter of every row's gradient into the groups.
+The typed linears and the per-relation transforms group rows by node type or relation;
 eagerly they split by sizes known in Python (kept by the graph), but compiled code serves graphs of
 every size, so their sizes are data there. This op takes them as data, and compiled code sees only
 its output's shape, ``[rows of x, columns of weight]``: symbolic like ``x``'s, whatever the groups.
 Its gradients are ops of the same kind (``segment_matmul`` with the transposed weights for ``x``,
-``segment_outer`` for ``weight``), so a compiled backward needs no graph break either.
+``segment_outer`` for ``weight``, ``segment_sum`` for ``bias``), so a compiled backward needs no
+graph break either.
 
 ``gather_rows(table, index)``: ``table.index_select(0, index)`` inside compiled code, as the op
 ``seastar::gather_rows`` whose gradient is ``seastar::scatter_add_rows`` (ATen's ``index_add_``).
@@ -18,7 +22,7 @@ times slower than ATen's on those sizes. Eagerly it is ``index_select`` itself.
 """
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 import torch
 
@@ -30,40 +34,44 @@ def _bounds(counts: torch.Tensor, rows: int, op: str) -> List[int]:
     return sizes
 
 
-def _check(x: torch.Tensor, counts: torch.Tensor, weight: torch.Tensor) -> None:
+def _check(x: torch.Tensor, counts: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> None:
     heads = x.dim() == 3
     if (x.dim() not in (2, 3) or weight.dim() != x.dim() + 1 or weight.shape[1:-1] != x.shape[1:]
-            or counts.dim() != 1 or counts.numel() != weight.shape[0]):
-        raise ValueError(f"seastar::segment_matmul: x {tuple(x.shape)}, counts {tuple(counts.shape)} and weight "
-                         f"{tuple(weight.shape)} do not fit ([N, in], [G], [G, in, out]"
-                         f"{'' if heads else ' or [N, H, d], [G], [G, H, d, e]'})")
+            or counts.dim() != 1 or counts.numel() != weight.shape[0]
+            or (bias is not None and bias.shape != weight.shape[:-2] + weight.shape[-1:])):
+        raise ValueError(f"seastar::segment_matmul: x {tuple(x.shape)}, counts {tuple(counts.shape)}, weight "
+                         f"{tuple(weight.shape)} and bias {None if bias is None else tuple(bias.shape)} do not fit "
+                         f"([N, in], [G], [G, in, out], [G, out]"
+                         f"{'' if heads else ' or [N, H, d], [G], [G, H, d, e], [G, H, e]'})")
 
 
-def _product(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
+def _product(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], out: torch.Tensor) -> None:
     if x.dim() == 2:
-        torch.mm(x, w, out=out)
+        torch.mm(x, w, out=out) if b is None else torch.addmm(b, x, w, out=out)
     else:  # heads: [n, H, d] @ [H, d, e], a product per head written into its columns of `out`
         # (strided rows are a leading dimension to BLAS; a bmm over heads would need a copy back)
         for h in range(x.shape[1]):
-            torch.mm(x[:, h], w[h], out=out[:, h])
+            torch.mm(x[:, h], w[h], out=out[:, h]) if b is None else torch.addmm(b[h], x[:, h], w[h], out=out[:, h])
 
 
 @torch.library.custom_op("seastar::segment_matmul", mutates_args=())
-def segment_matmul(x: torch.Tensor, counts: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``x`` [N, in] in groups of ``counts`` [G] rows, ``weight`` [G, in, out] -> [N, out]; or
-    ``x`` [N, H, d], ``weight`` [G, H, d, e] -> [N, H, e]."""
-    _check(x, counts, weight)
+def segment_matmul(x: torch.Tensor, counts: torch.Tensor, weight: torch.Tensor,
+                   bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``x`` [N, in] in groups of ``counts`` [G] rows, ``weight`` [G, in, out], ``bias`` [G, out]
+    or None -> [N, out]; or ``x`` [N, H, d], ``weight`` [G, H, d, e], ``bias`` [G, H, e] or None
+    -> [N, H, e]."""
+    _check(x, counts, weight, bias)
     out = x.new_empty(x.shape[:-1] + weight.shape[-1:])
     start = 0
     for g, c in enumerate(_bounds(counts, x.shape[0], "segment_matmul")):
         if c:
-            _product(x[start:start + c], weight[g], out[start:start + c])
+            _product(x[start:start + c], weight[g], None if bias is None else bias[g], out[start:start + c])
         start += c
     return out
 
 
 @segment_matmul.register_fake
-def _segment_matmul_fake(x, counts, weight):
+def _segment_matmul_fake(x, counts, weight, bias=None):
     return x.new_empty(tuple(x.shape[:-1]) + (weight.shape[-1],))
 
 
@@ -89,8 +97,25 @@ def _segment_outer_fake(x, grad, counts):
     return x.new_empty((counts.shape[0],) + tuple(x.shape[1:]) + (grad.shape[-1],))
 
 
+@torch.library.custom_op("seastar::segment_sum", mutates_args=())
+def segment_sum(grad: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """The sum of each group's rows -> [G, ...] (zeros for an empty group): the bias's gradient."""
+    out = grad.new_zeros((counts.numel(),) + tuple(grad.shape[1:]))
+    start = 0
+    for g, c in enumerate(_bounds(counts, grad.shape[0], "segment_sum")):
+        if c:
+            torch.sum(grad[start:start + c], 0, out=out[g])
+        start += c
+    return out
+
+
+@segment_sum.register_fake
+def _segment_sum_fake(grad, counts):
+    return grad.new_empty((counts.shape[0],) + tuple(grad.shape[1:]))
+
+
 def _setup_context(ctx, inputs, output):
-    x, counts, weight = inputs
+    x, counts, weight, _ = inputs
     ctx.save_for_backward(x, counts, weight)
 
 
@@ -99,7 +124,9 @@ def _backward(ctx, grad):
     grad = grad.contiguous()
     gx = segment_matmul(grad, counts, weight.transpose(-1, -2).contiguous()) if ctx.needs_input_grad[0] else None
     gw = segment_outer(x, grad, counts) if ctx.needs_input_grad[2] else None
-    return gx, None, gw
+    if len(ctx.needs_input_grad) == 3:  # called without a bias
+        return gx, None, gw
+    return gx, None, gw, segment_sum(grad, counts) if ctx.needs_input_grad[3] else None
 
 
 segment_matmul.register_autograd(_backward, setup_context=_setup_context)

@@ -5,7 +5,10 @@
 * Eagerly the grouping (the sort, its inverse, the sizes) is computed once per graph and kept by
   it (``graph_ops.derived``), the sizes as Python ints.
 * Inside compiled code it is traced on the graph's node types for whatever graph comes at run
-  time, and the GEMMs are one op, ``seastar::segment_matmul``, that takes the sizes as a tensor.
+  time, with the sizes as a tensor.
+
+Either way the GEMMs, biases included, are one op, ``seastar::segment_matmul``, that takes the
+sizes as a tensor.
 """
 from __future__ import annotations
 
@@ -20,12 +23,11 @@ from ._row_ops import gather_rows, segment_matmul
 
 class NodeTypeGroups(NamedTuple):
     """Vertices sorted by node type: ``perm`` (sorted order), ``inv`` (its inverse), ``counts``
-    (Python ints; inside compiled code a tensor, with ``sorted_type``, each sorted vertex's type)."""
+    (Python ints; inside compiled code a tensor)."""
 
     perm: Optional[torch.Tensor]
     inv: Optional[torch.Tensor]
     counts: Union[List[int], torch.Tensor]
-    sorted_type: Optional[torch.Tensor] = None
 
 
 def node_type_groups(graph: Graph, num_node_types: int, layer: str,
@@ -50,7 +52,7 @@ def _node_type_groups(graph: Graph, num_node_types: int, layer: str, side: str) 
     if torch.compiler.is_compiling():
         # sizes as data (index_add_, whose size is the type count, not bincount's, which the values set)
         counts = torch.zeros(num_node_types, dtype=torch.int64).index_add_(0, t, torch.ones_like(t))
-        return NodeTypeGroups(perm, inv, counts, t.index_select(0, perm))
+        return NodeTypeGroups(perm, inv, counts)
     counts = torch.bincount(t, minlength=num_node_types).tolist()
     if max(counts, default=0) == n:  # a single type in use: no permutation needed
         return NodeTypeGroups(None, None, counts)
@@ -65,16 +67,7 @@ def typed_linear(x: torch.Tensor, groups: NodeTypeGroups, weight: torch.Tensor,
         t = max(range(len(groups.counts)), key=lambda i: groups.counts[i])
         out = x @ weight[t]
         return out if bias is None else out + bias[t]
-    xs = gather_rows(x, groups.perm.to(x.device))
-    if isinstance(groups.counts, torch.Tensor):
-        out = segment_matmul(xs, groups.counts, weight)
-        if bias is not None:
-            out = out + gather_rows(bias, groups.sorted_type.to(x.device))
-        return gather_rows(out, groups.inv.to(x.device))
-    outs = []
-    for t, c in enumerate(torch.split(xs, groups.counts)):
-        if c.shape[0] == 0:
-            continue
-        o = c @ weight[t]
-        outs.append(o if bias is None else o + bias[t])
-    return torch.cat(outs).index_select(0, groups.inv.to(x.device))
+    counts = groups.counts if isinstance(groups.counts, torch.Tensor) else torch.tensor(groups.counts)
+    # the op writes each type's product, its bias added, in place: no per-type pieces to concatenate
+    out = segment_matmul(gather_rows(x, groups.perm.to(x.device)), counts, weight, bias)
+    return gather_rows(out, groups.inv.to(x.device))
