@@ -21,7 +21,8 @@ import distributed_workers as workers
 CAL = dict(aggregation_rate=1e9, gemm_rate=1e10, sampling_rate=1e7, gather_rate=1e9, step_overhead_s=1e-3,
            base_rss_mb=500.0, latency_s=1e-4, bandwidth=1e9, sync_s=0.0, skew=0.0, threads=1, cores=64,
            step_fixed_s=2e-3, step_scale=1.0,
-           minibatch_step_s=None, fullgraph_step_s=None)  # None: the steps from the fit, not timed
+           minibatch_step_s=None, fullgraph_step_s=None,  # None: the steps from the fit, not timed
+           minibatch_scale=None, fullgraph_scale=None)  # None: the k-process slowdowns from the loop or the cores
 
 
 class _Data:
@@ -139,7 +140,7 @@ def test_minibatch_epoch_from_the_measured_loop_is_the_hand_count():
     assert shared["steps"] == steps
     assert shared["epoch_s"] == pytest.approx(steps * (0.004 * 1.5 + 0.002 + grads) + 0.001 * 1.5, rel=1e-12)
     miss = p.inputs["batch"]["input_rows"] / 2 * (1 - parted["expected_hit_rate"]) * 16 * 4
-    fetch = 0.0005 * 1.5 + 2 * 1e-4 + (1e-4 + miss / 1e9)
+    fetch = 0.0005 * 1.5 + 2 * 1e-4 + (1e-4 + miss / 1e9) + 0.002  # its exchange waits, as an all-reduce does
     assert parted["epoch_s"] == pytest.approx(steps * (0.004 * 1.5 + 0.002 + grads + fetch) + 0.001 * 1.5 + fetch,
                                               rel=1e-12)
 
@@ -152,6 +153,55 @@ def test_fullgraph_step_pays_the_stall_at_each_collective():
     epochs = [next(r for r in plan(_Data(), 2, {"kind": "sage", "hidden": 8}, calibration=dict(cal, loop_stall_s=s))
                    .rows if r["mode"] == "fullgraph")["epoch_s"] for s in (0.0, 0.002)]
     assert epochs[1] - epochs[0] == pytest.approx(3 * 0.002, rel=1e-9)
+
+
+def test_fullgraph_step_slows_by_its_own_measured_scale():
+    """A full-graph step in k processes slows by the model's own measured scale when the
+    calibration has it, else by the loop's."""
+    cal = dict(CAL, minibatch_step_s=0.004, loader_batch_s=0.001, process_cores=1.0, fetch_work_s=0.0005,
+               loop_scale=2.0, loop_stall_s=0.001)
+
+    def epoch(**kw):
+        p = plan(_Data(), 2, {"kind": "sage", "hidden": 8}, calibration=dict(cal, **kw))
+        return next(r for r in p.rows if r["mode"] == "fullgraph")["epoch_s"]
+
+    e1, e2, e3 = (epoch(fullgraph_scale=s) for s in (1.0, 2.0, 3.0))
+    assert e2 - e1 > 0 and e3 - e2 == pytest.approx(e2 - e1, rel=1e-9)  # the step times the scale
+    assert epoch() == pytest.approx(e2, rel=1e-12)  # None: the loop's scale (2.0)
+
+
+def test_scales_in_spawned_processes():
+    """The model's full-graph step on one part of the data and its mini-batch loop on the
+    data, each alone and in two processes at once."""
+    from seastar.distributed.planner import _part_of, _widths, measure_scales
+
+    d = _Data(relations=3)
+    m = ModelSpec.of({"kind": "rgcn", "hidden": 8, "relations": 3})
+    ei, types, n_src, n_dst = _part_of(d.graph, 2)
+    assert 1200 < ei.shape[1] < 2800 and types.shape == (ei.shape[1],)  # the in-edges of about half the vertices
+    assert 150 < n_dst < 250 and n_dst < n_src <= 400
+    assert int(ei[1].max()) < n_dst and int(ei[0].max()) < n_src  # destinations first, then the halo
+    assert torch.unique(ei[0][ei[0] >= n_dst]).numel() == n_src - n_dst  # every halo vertex is a source
+    r = measure_scales(m, _widths(m, 16, 4), d.graph, 2, 2, 20)
+    assert r["fullgraph_part"] == [n_src, n_dst, ei.shape[1]]
+    for what in ("fullgraph", "minibatch"):
+        alone, together = r[f"{what}_alone_s"], r[f"{what}_together_s"]
+        assert alone > 0 and together > 0
+        assert r[f"{what}_scale"] == pytest.approx(max(1.0, together / alone))
+    assert measure_scales(m, _widths(m, 16, 4), d.graph, 4, 1, 20) is None  # one process per machine
+
+
+def test_minibatch_step_slows_by_its_own_measured_scale():
+    cal = dict(CAL, minibatch_step_s=0.004, loader_batch_s=0.001, process_cores=1.0, fetch_work_s=0.0,
+               loop_scale=2.0, loop_stall_s=0.001)
+
+    def epoch(**kw):
+        p = plan(_Data(), 2, {"kind": "sage", "hidden": 8, "batch_size": 20}, calibration=dict(cal, **kw))
+        return next(r for r in p.rows if r["mode"] == "minibatch")["epoch_s"]
+
+    steps = math.ceil(50 / 20)
+    assert epoch(minibatch_scale=3.0) - epoch(minibatch_scale=2.0) == pytest.approx((steps * 0.004 + 0.001) * 1.0)
+    assert epoch() == pytest.approx(epoch(minibatch_scale=2.0), rel=1e-12)  # None: the loop's scale (2.0)
 
 
 def test_minibatch_steps_follow_the_share():

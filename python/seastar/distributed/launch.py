@@ -103,6 +103,9 @@ def shutdown() -> None:
 
 def _entry(fn, rank, world, port, backend, timeout_s, args):
     os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(world)
+    # spawned from a torchrun worker, the processes form a group of their own: with torchrun's
+    # flag inherited, torch would make each of them a client of a store that nobody hosts
+    os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
     init_process_group(rank, world, "127.0.0.1", port, backend, timeout_s)
     try:
         fn(rank, world, *args)

@@ -20,13 +20,18 @@ few batches of the data with the model's fanouts. Per epoch, with ``k`` processe
   where a step is not timed;
 * all-reduce of ``B`` bytes (ring): ``2 (k-1) latency + 2 (k-1)/k B / bandwidth``; an
   all-to-all sending ``B`` bytes per rank: ``(k-1) latency + B / bandwidth``;
-* ``k`` processes on a machine: a step of ``t`` seconds alone takes ``loop_scale x t +
-  loop_stall_s`` (measured by ``calibrate``: a training loop in ``k`` processes at once, with
-  an all-reduce per step, against one alone, at two batch sizes). Without them: ``t`` times
-  the share of cores the processes want beyond the machine's, times ``1 + skew`` (the
-  measured wait for the slowest rank at a collective);
-* mini-batch: ``ceil(ceil(T / k) / b)`` steps, each slowed as above plus its gradients'
-  all-reduce, after the wait for the epoch's first batch. The step is the training loop
+* ``k`` processes on a machine: a step of ``t`` seconds alone takes ``scale x t +
+  loop_stall_s``. The scale is the model's own (``measure_scales``: its mini-batch loop over
+  the data, and its full-graph step over one part of it, each timed in one process alone and
+  then in ``k`` spawned processes at once): a step of arithmetic loses the cores' share and
+  no more, one of memory traffic loses more, and the data's structure sets the balance. The
+  stall is the wait at an all-reduce, from ``calibrate``'s fit ``together = loop_scale x alone
+  + loop_stall_s`` of a small training loop in ``k`` processes at once with an all-reduce per
+  step, against one alone, at two batch sizes; without the model's scale, ``loop_scale``
+  stands in. Without either: ``t`` times the share of cores the processes want beyond the
+  machine's, times ``1 + skew`` (the measured wait for the slowest rank at a collective);
+* mini-batch: ``ceil(ceil(T / k) / b)`` steps, each slowed as above (``minibatch_scale``)
+  plus its gradients' all-reduce, after the wait for the epoch's first batch. The step is the training loop
   measured on the data (``measure_minibatch_loop``: the loader's thread sampling and gathering
   beside steps of the model's own layers with its dropout; the mean time from batch to
   batch), and the first batch's wait is the loader's time for a batch alone. Without them:
@@ -34,14 +39,15 @@ few batches of the data with the model's fanouts. Per epoch, with ``k`` processe
 * partitioned features: each batch also fetches, in turn with the step: the fetch's local
   work (``measure_fetch_work``: routing, serving, placing and the cache lookup, timed on the
   data's batches; none on one process), two all-to-alls of counts and ids and one of the
-  missed rows. Remote input rows are ``(k-1)/k`` of a batch's inputs; the cache's hit rate is
+  missed rows, the first of which waits for the slowest rank (the stall, as at the gradients'
+  all-reduce). Remote input rows are ``(k-1)/k`` of a batch's inputs; the cache's hit rate is
   the share of the remote vertices' out-edges that the cached (highest out-degree) vertices
   hold: a sampler reaches a vertex once per out-edge into the frontier;
 * full-graph: one step over the largest part (``E / k`` in-edges; ``N / k`` owned rows and its
   halo; a step of the model's layers over the whole graph is timed, ``measure_fullgraph_step``,
-  and scaled to the part by the rates' estimate of each, and slowed as above), a halo
-  exchange forward and backward per layer after the first, one all-reduce of the gradients.
-  The stall of the k-process fit is paid at each of the step's collectives: the gradients'
+  and scaled to the part by the rates' estimate of each), a halo exchange forward and backward
+  per layer after the first, one all-reduce of the gradients. The step slows as above, by
+  ``fullgraph_scale``, and the stall is paid at each of its collectives: the gradients'
   all-reduce and the halo exchanges.
   The halo is the partition's own (``partition_report``) when given, else its expectation
   under a random assignment: ``sum over u of (k-1)/k (1 - (1 - 1/k)^outdeg(u))``.
@@ -57,15 +63,18 @@ import json
 import math
 import os
 import statistics
+import tempfile
 import time
 import types
 from typing import List, Optional
 
 import torch
+import torch.distributed as dist
 
 from .. import nn as ssnn
 from ..graph import Graph
 from ..loader import NeighborLoader, sample_blocks
+from . import launch
 from .calibration import _typical, calibrate
 from .feature_cache import hot_by_degree, lookup, merge
 from .minibatch import place, route, serve
@@ -221,16 +230,20 @@ def _make_layers(m: ModelSpec, widths):
     return torch.nn.ModuleList(convs)
 
 
-def _train_step(convs, opt, graphs, x: torch.Tensor, y: torch.Tensor, dropout: float = 0.0) -> None:
+def _train_step(convs, opt, graphs, x: torch.Tensor, y: torch.Tensor, dropout: float = 0.0,
+                halos: Optional[list] = None) -> None:
     """One optimizer step of the layers as a training loop runs it: layer ``i`` on ``graphs[i]``
     (a block each, or one graph for all), ReLU and dropout between, cross-entropy, the loss read
-    back."""
+    back. ``halos``: on a part of a full graph, the halo's rows each layer after the first
+    takes beside the previous one's output, as the exchange brings them."""
     opt.zero_grad()
     h = x
     for i, (conv, graph) in enumerate(zip(convs, graphs)):
         h = conv(graph, h)
         if i + 1 < len(convs):
             h = torch.nn.functional.dropout(torch.relu(h), dropout, True)
+            if halos is not None:
+                h = torch.cat([h, halos[i]])
     loss = torch.nn.functional.cross_entropy(h, y)
     loss.backward()
     opt.step()
@@ -366,6 +379,100 @@ def measure_fullgraph_step(m: ModelSpec, widths, graph) -> Optional[float]:
     return _typical(lambda: _train_step(convs, opt, [graph] * len(convs), x, y, m.dropout), reps=3)
 
 
+# the part ``measure_scales`` steps over has at most this many edges: a step of a second or so
+PART_MAX_EDGES = 4_000_000
+
+
+def _part_of(graph: Graph, k: int) -> tuple:
+    """(edge_index, edge_type or None, sources, destinations) of one part of ``graph`` as a
+    random partition into ``k`` makes it and full-graph training runs it: the in-edges of a
+    random ``1/k`` of the vertices (fewer where that is over ``PART_MAX_EDGES`` edges) on a
+    bipartite graph whose destinations are those vertices and whose sources are they, then the
+    halo (the other vertices their in-edges come from)."""
+    ei = graph.edge_index
+    share = min(1.0 / k, PART_MAX_EDGES / max(1, ei.shape[1]))
+    owned = torch.rand(graph.num_nodes, generator=torch.Generator().manual_seed(5)) < share
+    owned[0] = True  # a part owns a vertex, however small the share
+    keep = owned[ei[1]]
+    src, dst = ei[0, keep], ei[1, keep]
+    local = torch.full((graph.num_nodes,), -1, dtype=torch.long)
+    n_own = int(owned.sum())
+    local[owned] = torch.arange(n_own)
+    halo = torch.unique(src[~owned[src]])
+    local[halo] = n_own + torch.arange(halo.numel())
+    types = graph.edge_type[keep] if graph.has_edge_types else None
+    return torch.stack([local[src], local[dst]]), types, n_own + halo.numel(), n_own
+
+
+def _as_graph(edge_index: torch.Tensor, types: Optional[torch.Tensor], num_nodes, num_edge_types) -> Graph:
+    typed = dict(edge_type=types, num_edge_types=num_edge_types) if types is not None else {}
+    return Graph.from_edge_index(edge_index, num_nodes=num_nodes, **typed)
+
+
+def _alone_then_together(rank: int, measure) -> tuple:
+    """``measure()`` in rank 0 while the others wait, then in every rank at once: (rank 0's
+    time alone, the slowest rank's time together)."""
+    dist.barrier()
+    alone = measure() if rank == 0 else 0.0
+    dist.barrier()
+    together = torch.tensor([measure()], dtype=torch.float64)
+    dist.all_reduce(together, op=dist.ReduceOp.MAX)
+    return alone, float(together)
+
+
+def _scales_rank(rank, world, m: ModelSpec, widths, graphs: str, batch: int, threads: int) -> None:
+    """One rank of ``measure_scales``: a full-graph step on the part, then the mini-batch loop
+    over the whole graph, each alone and together (``graphs``: the file that holds both)."""
+    torch.set_num_threads(threads)  # as the training processes run
+    saved = torch.load(graphs)
+    dtype = torch.float64 if m.dtype_bytes == 8 else torch.float32
+    ei, types, n_src, n_dst = saved["part"]
+    part = _as_graph(ei, types, (n_src, n_dst), saved["num_edge_types"])
+    convs = _make_layers(m, widths).to(dtype)
+    opt = torch.optim.Adam(convs.parameters(), lr=0.01)
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(n_src, widths[0][0], generator=g, dtype=dtype)
+    halos = [torch.randn(n_src - n_dst, fin, generator=g, dtype=dtype) for fin, _, _, _ in widths[1:]]
+    y = torch.randint(0, widths[-1][1], (n_dst,), generator=g)
+    reps = 3 if ei.shape[1] >= 1_000_000 else 11  # small steps vary more from one to the next
+    full = _alone_then_together(rank, lambda: _typical(
+        lambda: _train_step(convs, opt, [part] * len(convs), x, y, m.dropout, halos), reps))
+    ei, types, n = saved["whole"]
+    whole = _as_graph(ei, types, n, saved["num_edge_types"])
+    loop = _alone_then_together(rank, lambda: measure_minibatch_loop(m, widths, whole, None, None, batch)
+                                ["minibatch_step_s"])
+    if rank == 0:
+        torch.save(dict(full=full, loop=loop), graphs + ".times")
+
+
+def measure_scales(m: ModelSpec, widths, graph: Graph, k: int, local: int, batch: int) -> Optional[dict]:
+    """The model's full-graph step on one part of the graph (``_part_of``, its halo's rows
+    appended after each layer) and its mini-batch loop over the graph (``measure_minibatch_loop``, ``batch``
+    seeds, random features), each timed in one process alone, then in ``local`` spawned
+    processes together, with the caller's threads. Their ratios, ``fullgraph_scale`` and
+    ``minibatch_scale``, are how much the model's work slows when ``local`` processes of a
+    machine run it at once: a step of arithmetic loses the cores' share and no more, one of
+    memory traffic loses more, and the data's structure (R-GCN's (relation, source) pairs,
+    say) sets the balance. The calibration's loop, a small GraphSAGE beside a loader thread on
+    a random graph, stands for neither. The part's step alone is a part's step as it is, halo
+    included, which the rates' estimate scaled from the whole graph is not. None for one
+    process per machine."""
+    if local < 2:
+        return None
+    types = graph.edge_type if graph.has_edge_types else None
+    part = _part_of(graph, k)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "graphs.pt")  # a file, not the pipe: /dev/shm may be small
+        torch.save(dict(whole=(graph.edge_index, types, graph.num_nodes), part=part,
+                        num_edge_types=graph.num_edge_types if types is not None else None), path)
+        launch.spawn(_scales_rank, local, args=(m, widths, path, batch, torch.get_num_threads()), timeout_s=600)
+        r = torch.load(path + ".times")
+    (fa, ft), (la, lt) = r["full"], r["loop"]
+    return dict(fullgraph_alone_s=fa, fullgraph_together_s=ft, fullgraph_scale=max(1.0, ft / fa),
+                fullgraph_part=[part[2], part[3], int(part[0].shape[1])], minibatch_alone_s=la,
+                minibatch_together_s=lt, minibatch_scale=max(1.0, lt / la))
+
+
 def _allreduce(nbytes: float, k: int, cal) -> float:
     if k < 2:
         return 0.0
@@ -497,11 +604,16 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
         busy = None
     # the processes of a machine share its cores (estimated: its threads and the loader's)
     stretch = _stretch(local, cal, busy or cal.get("threads", 1) + 1)
-    if k > 1 and cal.get("loop_scale"):  # measured: a loop's step in k processes against one alone
-        stretch = cal["loop_scale"]
-        work = step_s * stretch + cal.get("loop_stall_s", 0.0)
+    if k > 1 and not {"minibatch_scale", "fullgraph_scale"} <= set(cal):
+        cal.update(measure_scales(m, widths, graph, k, local, batch) or dict(minibatch_scale=None,
+                                                                            fullgraph_scale=None))
+    if k > 1 and (cal.get("minibatch_scale") or cal.get("loop_scale")):
+        # measured: the model's loop in k processes against one alone (else the calibration
+        # loop's), and the wait at each all-reduce of the calibration loop's fit
+        stretch, stall = cal.get("minibatch_scale") or cal["loop_scale"], cal.get("loop_stall_s", 0.0)
+        work = step_s * stretch + stall
     else:  # estimated: shared cores, then the wait for the slowest rank at each all-reduce
-        work = step_s * stretch * (1 + (cal.get("skew") or 0.0) * (k > 1))
+        work, stall = step_s * stretch * (1 + (cal.get("skew") or 0.0) * (k > 1)), 0.0
 
     # an epoch: its steps, each with its gradients' all-reduce, after the wait for its first batch
     rows.append(dict(candidate="mini-batch, replicated features", mode="minibatch", features="shared",
@@ -513,7 +625,8 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     remote_rows = mb["input_rows"] * (k - 1) / k
     miss_bytes = remote_rows * (1 - hit) * f_in * m.dtype_bytes
     exchange = 2 * _alltoall(0, k, cal) + _alltoall(miss_bytes, k, cal)  # counts, ids, then rows
-    fetch_s = (cal["fetch_work_s"] or 0.0) * stretch + exchange
+    # its first exchange waits for the slowest rank as the gradients' all-reduce does: a stall
+    fetch_s = (cal["fetch_work_s"] or 0.0) * stretch + exchange + stall
     rows.append(dict(candidate=f"mini-batch, partitioned features + cache ({m.cache_fraction:.0%} of remote rows, "
                                f"expected hit rate {hit:.0%})", mode="minibatch", features="partitioned",
                      cache_fraction=m.cache_fraction, expected_hit_rate=hit, steps=steps,
@@ -543,12 +656,20 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     else:
         whole, _ = _layers_time(m, widths, [(n, n, e + (n if m.kind == "gcn" else 0))] * len(widths), cal)
         fstep = whole_s * fcompute / whole
+    if k > 1 and cal.get("fullgraph_alone_s") and cal.get("fullgraph_part"):
+        # a part's step measured (``measure_scales``): scaled by the rates' estimate from the
+        # part timed to this one (a given partition's, say)
+        ps, pd, pe = cal["fullgraph_part"]
+        timed, _ = _layers_time(m, widths, [(ps, pd, pe + (pd if m.kind == "gcn" else 0))] * len(widths), cal)
+        fstep = cal["fullgraph_alone_s"] * fcompute / timed
     exchange = sum(2 * _alltoall(halo * fin * m.dtype_bytes, k, cal) for fin, _, _, _ in widths[1:])
     fgrads = _allreduce(param_bytes, k, cal)
-    if k > 1 and cal.get("loop_scale"):  # measured, as for the mini-batch step; the loop's stall is
-        # the wait at one collective after compute, and a step here has one per halo exchange too
-        syncs = 1 + 2 * (len(widths) - 1)
-        fslow, fstall = cal["loop_scale"], syncs * cal.get("loop_stall_s", 0.0)
+    syncs = 1 + 2 * (len(widths) - 1)  # the gradients' all-reduce, a halo exchange each way per layer after the first
+    if k > 1 and (cal.get("fullgraph_scale") or cal.get("loop_scale")):
+        # measured, as for the mini-batch step; the calibration loop's stall is the wait at one
+        # collective after compute, paid at each of the step's
+        fslow = cal.get("fullgraph_scale") or cal["loop_scale"]
+        fstall = syncs * cal.get("loop_stall_s", 0.0)
     else:
         fslow, fstall = _stretch(local, cal, cal.get("threads", 1)) * (1 + (cal.get("skew") or 0.0) * (k > 1)), 0.0
     rows.append(dict(candidate=f"full-graph, {k} part{'s' if k > 1 else ''} ({halo_note}: {halo:.0f} rows)",

@@ -210,10 +210,13 @@ class HGTConv(nn.Module):
         graph, x = x, edge_index
         if isinstance(graph, Graph) and graph.is_bipartite:
             x_src, x_dst = self._block_features(graph, x)
+            # one x: the destinations are its first rows, so there are no more of them than sources
+            sources_span = not isinstance(x, (tuple, list))
         else:
             check_graph("HGTConv", graph, x)
             x_src = x_dst = self._features(x, "x")
-        return self._layer(graph, x_src, x_dst)
+            sources_span = True
+        return self._layer(graph, x_src, x_dst, sources_span)
 
     def _features(self, x, what: str) -> torch.Tensor:
         x = dense(x)
@@ -256,9 +259,12 @@ class HGTConv(nn.Module):
             return derive(graph, "untyped_square", 0, graph._kind._replace(bipartite=False))
         return derived(graph, _square, max(ns, nd))
 
-    def _layer(self, graph: Graph, x_src: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor:
+    def _layer(self, graph: Graph, x_src: torch.Tensor, x_dst: torch.Tensor,
+               sources_span: bool = False) -> torch.Tensor:
         """The layer on ``graph`` (square or bipartite): K and V of the sources, Q, the output and
-        the residual of the destinations, the attention on the square form of the graph."""
+        the residual of the destinations, the attention on the square form of the graph.
+        ``sources_span``: the square form's vertices are the sources (a square graph, or a block
+        with no more destinations than sources), so K and V need no zero rows."""
         T, H, C = self.num_node_types, self.heads, self.out_channels
         d = C // H
         edge_types(graph, self.num_edge_types, "HGTConv")  # validates the graph's relations
@@ -277,7 +283,8 @@ class HGTConv(nn.Module):
         nd = x_dst.shape[0]
         square = self._square(graph)
         n = square.num_nodes
-        k, val, q = (_rows(t, n) for t in (k, val, q))  # zero rows: vertices with no role on that side
+        if not sources_span:  # zero rows: vertices with no role on that side (compiled code copies even none)
+            k, val = _rows(k, n), _rows(val, n)
         k_rel, v_rel, p_rel = self.k_rel, self.v_rel, self.p_rel
         if not torch.is_grad_enabled():
             k_rel, v_rel, p_rel = k_rel.detach(), v_rel.detach(), p_rel.detach()
@@ -286,7 +293,7 @@ class HGTConv(nn.Module):
             # torch.compile traces the function (the constants enter the compiled code), not its cache
             head_maps = _head_maps.__wrapped__ if torch.compiler.is_compiling() else _head_maps
             S, ST = head_maps(H, d, x_src.dtype, str(x_src.device))
-            agg = hgt_typed(square, backend=self.backend, k=k, q=q, val=val, Watt=block_diagonal(k_rel),
+            agg = hgt_typed(square, backend=self.backend, k=k, q=_rows(q, n), val=val, Watt=block_diagonal(k_rel),
                             Wmsg=block_diagonal(v_rel), mu=mu, S=S, ST=ST)
         else:
             pairs = relation_pairs(square, self.num_edge_types, "HGTConv")
