@@ -31,10 +31,10 @@ few batches of the data with the model's fanouts. Per epoch, with ``k`` processe
   stands in. Without either: ``t`` times the share of cores the processes want beyond the
   machine's, times ``1 + skew`` (the measured wait for the slowest rank at a collective);
 * mini-batch: ``ceil(ceil(T / k) / b)`` steps, each slowed as above (``minibatch_scale``)
-  plus its gradients' all-reduce, after the wait for the epoch's first batch. The step is the training loop
-  measured on the data (``measure_minibatch_loop``: the loader's thread sampling and gathering
-  beside steps of the model's own layers with its dropout; the mean time from batch to
-  batch), and the first batch's wait is the loader's time for a batch alone. Without them:
+  plus its gradients' all-reduce, after the wait for the epoch's first batch. The step is the
+  training loop measured on the data (``measure_minibatch_loop``: the loader's thread sampling
+  and gathering beside steps of the model's own layers with its dropout; the mean time from
+  batch to batch), and the first batch's wait is the loader's time for a batch alone. Without them:
   the fit's step plus ``edges / sampling_rate + bytes / gather_rate``, in turn;
 * partitioned features: each batch also fetches, in turn with the step: the fetch's local
   work (``measure_fetch_work``: routing, serving, placing and the cache lookup, timed on the
@@ -447,9 +447,9 @@ def _scales_rank(rank, world, m: ModelSpec, widths, graphs: str, batch: int, thr
 
 def measure_scales(m: ModelSpec, widths, graph: Graph, k: int, local: int, batch: int) -> Optional[dict]:
     """The model's full-graph step on one part of the graph (``_part_of``, its halo's rows
-    appended after each layer) and its mini-batch loop over the graph (``measure_minibatch_loop``, ``batch``
-    seeds, random features), each timed in one process alone, then in ``local`` spawned
-    processes together, with the caller's threads. Their ratios, ``fullgraph_scale`` and
+    appended after each layer) and its mini-batch loop over the graph
+    (``measure_minibatch_loop``, ``batch`` seeds, random features), each timed in one process
+    alone, then in ``local`` spawned processes together, with the caller's threads. Their ratios, ``fullgraph_scale`` and
     ``minibatch_scale``, are how much the model's work slows when ``local`` processes of a
     machine run it at once: a step of arithmetic loses the cores' share and no more, one of
     memory traffic loses more, and the data's structure (R-GCN's (relation, source) pairs,
