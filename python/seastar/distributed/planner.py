@@ -279,11 +279,17 @@ def fit_step(m: ModelSpec, widths, cal) -> dict:
     return dict(step_fixed_s=max(t0 - scale * u0, 0.0), step_scale=scale)
 
 
+# ``measure_minibatch_loop`` times at least this many steps, unless that takes longer than this
+LOOP_STEPS, LOOP_SECONDS = 40, 2.0
+
+
 def measure_minibatch_loop(m: ModelSpec, widths, graph, x, train, batch: int, batches: int = 8) -> dict:
     """The mini-batch training loop as one process runs it: a NeighborLoader over the data (its
     thread samples and gathers the next batch beside the step), the model's layers with its
     dropout, the loss, the optimizer, the loss read back. An epoch of ``batches`` batches of
-    ``batch`` seeds, three times. Returns ``minibatch_step_s`` (the mean wall time from one
+    ``batch`` seeds, three times, and more while fewer than ``LOOP_STEPS`` steps were timed
+    and ``LOOP_SECONDS`` have not passed (a small graph's few short steps vary most).
+    Returns ``minibatch_step_s`` (the mean wall time from one
     batch to the next, after the first epoch and each epoch's first batch: the step with what
     the loader adds to it, stalls included), ``loader_batch_s`` (the loader's time for one
     batch on its own: what an epoch waits for before its first step) and ``process_cores`` (CPU seconds per
@@ -300,7 +306,8 @@ def measure_minibatch_loop(m: ModelSpec, widths, graph, x, train, batch: int, ba
     y = torch.randint(0, widths[-1][1], (graph.num_nodes,), generator=g)
     steps, wall, cpu = [], 0.0, 0.0
     loader = NeighborLoader((graph, x, y), list(m.fanouts), batch_size=batch, input_nodes=seeds, prefetch=2)
-    for epoch in range(3):
+    epoch, start = 0, time.perf_counter()
+    while epoch < 3 or (len(steps) < LOOP_STEPS and time.perf_counter() - start < LOOP_SECONDS):
         t, w0, c0 = time.perf_counter(), time.perf_counter(), time.process_time()
         for i, b in enumerate(loader):
             _train_step(convs, opt, b.blocks, b.x.to(dtype), b.y, m.dropout)
@@ -310,10 +317,11 @@ def measure_minibatch_loop(m: ModelSpec, widths, graph, x, train, batch: int, ba
             t = now
         if epoch:
             wall, cpu = wall + time.perf_counter() - w0, cpu + time.process_time() - c0
+        epoch += 1
     alone = NeighborLoader((graph, x, y), list(m.fanouts), batch_size=batch, input_nodes=seeds, prefetch=0)
     it = iter(alone)
     loader_s = _typical(lambda: next(it), reps=min(5, len(alone) - 1)) if len(alone) > 1 else 0.0
-    step = statistics.fmean(steps) if steps else wall / max(1, 2 * len(loader))
+    step = statistics.fmean(steps) if steps else wall / max(1, (epoch - 1) * len(loader))
     return dict(minibatch_step_s=step, loader_batch_s=loader_s, process_cores=cpu / wall if wall else 1.0)
 
 
