@@ -288,9 +288,9 @@ def measure_minibatch_loop(m: ModelSpec, widths, graph, x, train, batch: int, ba
     thread samples and gathers the next batch beside the step), the model's layers with its
     dropout, the loss, the optimizer, the loss read back. An epoch of ``batches`` batches of
     ``batch`` seeds, three times, and more while fewer than ``LOOP_STEPS`` steps were timed
-    and ``LOOP_SECONDS`` have not passed (a small graph's few short steps vary most).
-    Returns ``minibatch_step_s`` (the mean wall time from one
-    batch to the next, after the first epoch and each epoch's first batch: the step with what
+    and ``LOOP_SECONDS`` have not passed (a small graph's few short steps vary most). Returns
+    ``minibatch_step_s`` (the mean wall time from one batch to the next, after the first epoch
+    and each epoch's first batch: the step with what
     the loader adds to it, stalls included), ``loader_batch_s`` (the loader's time for one
     batch on its own: what an epoch waits for before its first step) and ``process_cores`` (CPU seconds per
     second of the loop: the cores one process keeps busy). Random labels; the data's features
@@ -457,9 +457,9 @@ def measure_scales(m: ModelSpec, widths, graph: Graph, k: int, local: int, batch
     """The model's full-graph step on one part of the graph (``_part_of``, its halo's rows
     appended after each layer) and its mini-batch loop over the graph
     (``measure_minibatch_loop``, ``batch`` seeds, random features), each timed in one process
-    alone, then in ``local`` spawned processes together, with the caller's threads. Their ratios, ``fullgraph_scale`` and
-    ``minibatch_scale``, are how much the model's work slows when ``local`` processes of a
-    machine run it at once: a step of arithmetic loses the cores' share and no more, one of
+    alone, then in ``local`` spawned processes together, with the caller's threads. Their
+    ratios, ``fullgraph_scale`` and ``minibatch_scale``, are how much the model's work slows
+    when ``local`` processes of a machine run it at once: a step of arithmetic loses the cores' share and no more, one of
     memory traffic loses more, and the data's structure (R-GCN's (relation, source) pairs,
     say) sets the balance. The calibration's loop, a small GraphSAGE beside a loader thread on
     a random graph, stands for neither. The part's step alone is a part's step as it is, halo
@@ -672,7 +672,7 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
         fstep = cal["fullgraph_alone_s"] * fcompute / timed
     exchange = sum(2 * _alltoall(halo * fin * m.dtype_bytes, k, cal) for fin, _, _, _ in widths[1:])
     fgrads = _allreduce(param_bytes, k, cal)
-    syncs = 1 + 2 * (len(widths) - 1)  # the gradients' all-reduce, a halo exchange each way per layer after the first
+    syncs = 1 + 2 * (len(widths) - 1)  # the gradients' all-reduce; per later layer, a halo exchange each way
     if k > 1 and (cal.get("fullgraph_scale") or cal.get("loop_scale")):
         # measured, as for the mini-batch step; the calibration loop's stall is the wait at one
         # collective after compute, paid at each of the step's
