@@ -44,8 +44,9 @@ few batches of the data with the model's fanouts. Per epoch, with ``k`` processe
   the share of the remote vertices' out-edges that the cached (highest out-degree) vertices
   hold: a sampler reaches a vertex once per out-edge into the frontier;
 * full-graph: one step over the largest part (``E / k`` in-edges; ``N / k`` owned rows and its
-  halo; a step of the model's layers over the whole graph is timed, ``measure_fullgraph_step``,
-  and scaled to the part by the rates' estimate of each), a halo exchange forward and backward
+  halo; with k processes on a machine, a step on one part is timed, ``measure_scales``; else a
+  step of the model's layers over the whole graph, ``measure_fullgraph_step``; either is scaled
+  to the part by the rates' estimate of each), a halo exchange forward and backward
   per layer after the first, one all-reduce of the gradients. The step slows as above, by
   ``fullgraph_scale``, and the stall is paid at each of its collectives: the gradients'
   all-reduce and the halo exchanges.
@@ -656,20 +657,22 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     loops = owned if m.kind == "gcn" else 0
     blocks = [(owned + halo, owned, part_edges + loops)] * len(widths)
     fcompute, fact = _layers_time(m, widths, blocks, cal)
-    if "fullgraph_step_s" not in cal:
-        cal["fullgraph_step_s"] = measure_fullgraph_step(m, widths, graph)
-    whole_s = cal["fullgraph_step_s"]
-    if whole_s is None:
-        fstep = cal["step_fixed_s"] + cal["step_scale"] * fcompute
-    else:
-        whole, _ = _layers_time(m, widths, [(n, n, e + (n if m.kind == "gcn" else 0))] * len(widths), cal)
-        fstep = whole_s * fcompute / whole
     if k > 1 and cal.get("fullgraph_alone_s") and cal.get("fullgraph_part"):
         # a part's step measured (``measure_scales``): scaled by the rates' estimate from the
-        # part timed to this one (a given partition's, say)
+        # part timed to this one (a given partition's, say); the whole graph's step is not
+        # timed, as nothing would read it
         ps, pd, pe = cal["fullgraph_part"]
         timed, _ = _layers_time(m, widths, [(ps, pd, pe + (pd if m.kind == "gcn" else 0))] * len(widths), cal)
         fstep = cal["fullgraph_alone_s"] * fcompute / timed
+    else:
+        if "fullgraph_step_s" not in cal:
+            cal["fullgraph_step_s"] = measure_fullgraph_step(m, widths, graph)
+        whole_s = cal["fullgraph_step_s"]
+        if whole_s is None:
+            fstep = cal["step_fixed_s"] + cal["step_scale"] * fcompute
+        else:
+            whole, _ = _layers_time(m, widths, [(n, n, e + (n if m.kind == "gcn" else 0))] * len(widths), cal)
+            fstep = whole_s * fcompute / whole
     exchange = sum(2 * _alltoall(halo * fin * m.dtype_bytes, k, cal) for fin, _, _, _ in widths[1:])
     fgrads = _allreduce(param_bytes, k, cal)
     syncs = 1 + 2 * (len(widths) - 1)  # the gradients' all-reduce; per later layer, a halo exchange each way
