@@ -64,6 +64,8 @@ MODELS = {
                               snn.RGCNConv(8, CLASSES, RELATIONS, num_bases=2)),
     "rgcn_per_edge_add": lambda: TwoLayers(snn.RGCNConv(F_IN, 8, RELATIONS, aggr="add", mode="per_edge"),
                                            snn.RGCNConv(8, CLASSES, RELATIONS, mode="per_pair")),
+    "rgcn_per_run": lambda: TwoLayers(snn.RGCNConv(F_IN, 8, RELATIONS, aggr="mean", mode="per_run"),
+                                      snn.RGCNConv(8, CLASSES, RELATIONS, mode="per_run")),
     "hgt": lambda: TwoLayers(snn.HGTConv(F_IN, 8, NODE_TYPES, RELATIONS, heads=2),
                              snn.HGTConv(8, CLASSES, NODE_TYPES, RELATIONS, mode="per_edge")),
     "hetero": lambda: TwoLayers(snn.HeteroConv({0: snn.GCNConv(F_IN, 8), 2: snn.SAGEConv(F_IN, 8)}),

@@ -64,6 +64,8 @@ OPTIONS = {
     "rgcn_basis": (lambda: snn.RGCNConv(F_IN, 3, R, num_bases=2, mode="per_basis"), ("edge_type",)),
     "rgcn_blocks": (lambda: snn.RGCNConv(F_IN, 4, R, num_blocks=2, mode="per_edge"), ("edge_type",)),
     "rgcn_per_pair": (lambda: snn.RGCNConv(F_IN, 3, R, mode="per_pair"), ("edge_type",)),
+    "rgcn_per_run": (lambda: snn.RGCNConv(F_IN, 3, R, mode="per_run"), ("edge_type",)),
+    "rgcn_per_run_mean": (lambda: snn.RGCNConv(F_IN, 3, R, aggr="mean", mode="per_run"), ("edge_type",)),
     "hgt": (lambda: snn.HGTConv(F_IN, F_IN, num_node_types=T, num_edge_types=R, heads=2), None),
     "hgt_per_edge": (lambda: snn.HGTConv(F_IN, 4, num_node_types=T, num_edge_types=R, heads=2, mode="per_edge"),
                      None),

@@ -236,11 +236,37 @@ def test_compiled_code_takes_an_edge_index(small_graph):
     torch.testing.assert_close(compiled(x, edge_index), conv(x, edge_index), **TOL)
 
 
-def test_rgcn_per_run_inside_compile_is_refused(small_graph):
-    conv = snn.RGCNConv(F_IN, 3, NUM_RELATIONS, mode="per_run").to(DT)
-    compiled = torch.compile(conv, fullgraph=True, dynamic=False, backend="aot_eager")
-    with pytest.raises(Exception, match="mode='per_run' does not run inside torch.compile"):
-        compiled(small_graph.graph, _features(small_graph.graph))
+@pytest.mark.parametrize("aggr", ["mean", "add"])
+def test_rgcn_per_run_ops_pass_opcheck(small_graph, aggr):
+    """RGCNConv's per_run path as ops (``seastar.nn.rgcn_runs_op``): torch.library's checks, and
+    the op's output and gradients are the eager per_run path's, for each pair of gradients asked."""
+    from seastar.nn.rgcn_runs_op import rgcn_per_run
+    graph = small_graph.graph
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(graph.num_nodes, F_IN, dtype=DT, generator=gen)
+    W = torch.randn(NUM_RELATIONS, F_IN, 3, dtype=DT, generator=gen)
+    conv = snn.RGCNConv(F_IN, 3, NUM_RELATIONS, aggr=aggr, mode="per_run", root_weight=False, bias=False).to(DT)
+    with torch.no_grad():
+        conv.weight.copy_(W)
+    g_args, kind = graph._in.op_args(), graph._kind.ints()
+    mean = aggr == "mean"
+    for need_x, need_W in ((True, True), (False, True), (True, False)):
+        xs, Ws = x.clone().requires_grad_(need_x), W.clone().requires_grad_(need_W)
+        torch.library.opcheck(torch.ops.seastar.rgcn_per_run.default, (g_args, kind, xs, Ws, mean, None))
+        out = rgcn_per_run(g_args, kind, xs, Ws, mean, None)
+        grad = torch.randn(out.shape, dtype=DT, generator=gen)
+        torch.library.opcheck(torch.ops.seastar.rgcn_per_run_backward.default,
+                              (g_args, kind, xs, Ws, grad, mean, None, need_x, need_W),
+                              test_utils=("test_schema", "test_faketensor"))
+        conv.zero_grad()
+        xe = x.clone().requires_grad_(need_x)
+        expected = conv(graph, xe)
+        torch.testing.assert_close(out, expected, **TOL)
+        wanted = [t for t, need in ((xs, need_x), (Ws, need_W)) if need]
+        got = torch.autograd.grad(out, wanted, grad)
+        (expected * grad).sum().backward()
+        for g_got, g_want in zip(got, [t for t, need in ((xe.grad, need_x), (conv.weight.grad, need_W)) if need]):
+            torch.testing.assert_close(g_got, g_want, **TOL)
 
 
 def test_a_block_with_global_sources_inside_compile_is_refused():

@@ -20,7 +20,8 @@ from ._programs import neighbour_sum, weighted_sum
 from ._structure import pad_rows
 from ._typed_inputs import typed_call
 from ._utils import dense, glorot, zeros
-from .rgcn_runs import build_run_plan, count_runs, device_plan, per_run_conv
+from .rgcn_runs import count_runs, graph_run_plans, per_run_conv
+from .rgcn_runs_op import per_run_op
 from .relation_pairs import relation_matmul, relation_pairs, relation_rows
 from .relations import (MATVEC_COST, MODES, PAIR_MARGIN, ROW_COST, cheapest, csc_ordered,  # noqa: F401
                           edge_types, per_edge_cost, per_pair_cost, relation_norm)
@@ -59,26 +60,6 @@ def rgcn_basis_sum(v, comp):
 def _num_runs(graph: Graph, num_relations: int) -> int:
     src, dst = graph.edge_index.long()
     return count_runs(dst, edge_types(graph, num_relations, "RGCNConv"), graph.num_nodes)
-
-
-def _run_plan(graph: Graph, direction: str, num_relations: int):
-    """The (destination, relation) runs of ``graph`` ("forward") or its (source, relation) runs."""
-    src, dst = graph.edge_index.long()
-    t = edge_types(graph, num_relations, "RGCNConv")
-    a, b = (src, dst) if direction == "forward" else (dst, src)
-    return build_run_plan(a, b, t, graph.num_nodes)
-
-
-def _device_run_plan(graph: Graph, direction: str, num_relations: int, device: str, dtype):
-    """A run plan's per-chunk tensors on ``device``: the run vertices, and with ``dtype`` (mean
-    aggregation) each chunk's edge weights, the graph's relation norms."""
-    norm = None if dtype is None else relation_norm(graph, num_relations, device, dtype)
-    return device_plan(derived(graph, _run_plan, direction, num_relations), norm, device)
-
-
-COMPILED_PER_RUN = ("RGCNConv: mode='per_run' does not run inside torch.compile / torch.export (its autograd over "
-                    "run chunks is hand-written); use mode='auto' (which then picks among the other paths), "
-                    "'per_pair', 'per_edge' or 'per_basis'")
 
 
 # ---- the layer -------------------------------------------------------------------------------------
@@ -247,31 +228,19 @@ class RGCNConv(nn.Module):
         ``per_pair``: its pairs are its vertices, so that is one dense transform and one sum."""
         if not graph.has_edge_types:
             return "per_pair"
-        if torch.compiler.is_compiling() and self.mode == "per_run":
-            raise NotImplementedError(COMPILED_PER_RUN)
         if self.mode != "auto":
             return self.mode
         if torch.compiler.is_compiling():
             # compiled code serves graphs of every size, so it cannot choose by their sizes: the
-            # basis program with bases, else the pairs, whose transform is never costlier than
-            # the per-edge one (P <= E) and which the op seastar::relation_pairs gives per graph
-            return "per_basis" if self.num_bases is not None else "per_pair"
+            # basis program with bases, else the runs, whose cost (mode_costs) is at most the
+            # pairs' wherever the (destination, relation) runs are no more than the (source,
+            # relation) pairs (a sampled block's few destinations), about equal elsewhere, and
+            # which save nothing but x and W for backward (ops: seastar.nn.rgcn_runs_op)
+            return "per_basis" if self.num_bases is not None else "per_run"
         return cheapest(self.mode_costs(graph, x_grad))
 
     def _num_runs(self, graph: Graph) -> int:
         return derived(graph, _num_runs, self.num_relations)
-
-    def _run_plans(self, graph: Graph, norm: Optional[torch.Tensor], device):
-        """The forward (destination, relation) run plan with its per-chunk tensors on ``device``, and
-        a function giving the reversed (source, relation) plan, built on first use; all kept by the
-        graph (device tensors per device and dtype)."""
-        dtype = None if norm is None else norm.dtype
-
-        def plan(direction: str):
-            return (derived(graph, _run_plan, direction, self.num_relations),
-                    derived(graph, _device_run_plan, direction, self.num_relations, str(device), dtype))
-
-        return plan("forward") + (lambda: plan("reversed"),)
 
     @float32_inside
     def forward(self, x, edge_index=None, edge_type: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -307,6 +276,12 @@ class RGCNConv(nn.Module):
         self.last_mode = mode  # the path the last call took (reported by the examples and benchmarks)
         if mode in ("per_edge", "per_basis"):  # destination-parallel typed programs: stream edge data
             graph = csc_ordered(graph, self.num_relations)
+        if mode == "per_run":  # its run plans are kept by the graph, with the norms they need
+            W = self.relation_weights()
+            if torch.compiler.is_compiling():
+                return per_run_op(graph, x, W, self.aggr == "mean", self.backend)
+            fwd, dfwd, reversed_plans = graph_run_plans(graph, self.num_relations, self.aggr == "mean", x.device, x.dtype)
+            return per_run_conv(x, W, fwd, dfwd, reversed_plans, backend=self.backend)
         norm = None
         if self.aggr == "mean":
             norm = relation_norm(graph, self.num_relations, x.device, x.dtype)
@@ -340,9 +315,6 @@ class RGCNConv(nn.Module):
             if norm is None:
                 return rgcn_typed_sum(graph, backend=self.backend, x=x, W=W)
             return rgcn_typed_weighted(graph, backend=self.backend, x=x, W=W, norm=norm)
-        if mode == "per_run":
-            fwd, dfwd, reversed_plans = self._run_plans(graph, norm, x.device)
-            return per_run_conv(x, W, fwd, dfwd, reversed_plans, backend=self.backend)
         pairs = relation_pairs(graph, self.num_relations)
         h = relation_matmul(x, pairs, W)
         if norm is None:

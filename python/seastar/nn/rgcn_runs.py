@@ -27,7 +27,9 @@ from typing import Callable, List, NamedTuple, Optional, Tuple
 import torch
 
 from ..graph import Graph
+from ..graph_ops import derived
 from ._programs import neighbour_sum, weighted_sum
+from .relations import edge_types, relation_norm
 
 MIN_CHUNK_ROWS = 4096
 
@@ -89,6 +91,35 @@ def build_run_plan(src: torch.Tensor, dst: torch.Tensor, edge_type: torch.Tensor
     return RunPlan(chunks, q, n, vertices)
 
 
+def _graph_run_plan(graph: Graph, direction: str, num_relations: int) -> RunPlan:
+    """The (destination, relation) runs of ``graph`` ("forward") or its (source, relation) runs."""
+    src, dst = graph.edge_index.long()
+    t = edge_types(graph, num_relations, "RGCNConv")
+    a, b = (src, dst) if direction == "forward" else (dst, src)
+    return build_run_plan(a, b, t, graph.num_nodes)
+
+
+def _graph_device_plan(graph: Graph, direction: str, num_relations: int, device: str, dtype) -> "DevicePlan":
+    """A run plan's per-chunk tensors on ``device``: the run vertices, and with ``dtype`` (mean
+    aggregation) each chunk's edge weights, the graph's relation norms."""
+    norm = None if dtype is None else relation_norm(graph, num_relations, device, dtype)
+    return device_plan(derived(graph, _graph_run_plan, direction, num_relations), norm, device)
+
+
+def graph_run_plans(graph: Graph, num_relations: int, mean: bool, device, dtype):
+    """The forward (destination, relation) run plan of ``graph`` with its per-chunk tensors on
+    ``device`` (edge weights in ``dtype`` when ``mean``), and a function giving the reversed
+    (source, relation) plan, built on first use; all kept by the graph (device tensors per
+    device and dtype)."""
+    dtype = dtype if mean else None
+
+    def plan(direction: str):
+        return (derived(graph, _graph_run_plan, direction, num_relations),
+                derived(graph, _graph_device_plan, direction, num_relations, str(device), dtype))
+
+    return plan("forward") + (lambda: plan("reversed"),)
+
+
 class DevicePlan(NamedTuple):
     """A plan's per-chunk tensors on one device and dtype: edge weights and run vertices."""
 
@@ -145,8 +176,7 @@ class PerRunConv(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, W, fwd, dfwd, plans, backend):
-        out = x.new_zeros((fwd.num_vertices, W.shape[2]))
-        apply_plan(fwd, dfwd, x, W, False, out, backend)
+        out = run_forward(x, W, fwd, dfwd, backend)
         ctx.save_for_backward(x, W)
         ctx.plans = (fwd, dfwd, plans, backend)
         return out
@@ -156,16 +186,31 @@ class PerRunConv(torch.autograd.Function):
     def backward(ctx, grad_out):
         x, W = ctx.saved_tensors
         fwd, dfwd, plans, backend = ctx.plans
-        need_x, need_W = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        grad_x = x.new_zeros(x.shape) if need_x else None
-        grad_W = torch.zeros_like(W) if need_W else None
-        grad_out = grad_out.contiguous()
-        if need_x:
-            rev, drev = plans()
-            apply_plan(rev, drev, grad_out, W, True, grad_x, backend, grad_W=grad_W, other=x)
-        elif need_W:
-            apply_plan(fwd, dfwd, x, None, False, None, backend, grad_W=grad_W, other=grad_out, agg_first=False)
+        grad_x, grad_W = run_backward(x, W, grad_out, fwd, dfwd, plans, backend, ctx.needs_input_grad[0],
+                                      ctx.needs_input_grad[1])
         return grad_x, grad_W, None, None, None, None
+
+
+def run_forward(x: torch.Tensor, W: torch.Tensor, fwd: RunPlan, dfwd: DevicePlan, backend) -> torch.Tensor:
+    """``PerRunConv``'s forward: [num_vertices, out]."""
+    out = x.new_zeros((fwd.num_vertices, W.shape[2]))
+    apply_plan(fwd, dfwd, x, W, False, out, backend)
+    return out
+
+
+def run_backward(x: torch.Tensor, W: torch.Tensor, grad_out: torch.Tensor, fwd: RunPlan, dfwd: DevicePlan,
+                 plans: Callable[[], Tuple[RunPlan, DevicePlan]], backend, need_x: bool,
+                 need_W: bool) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """``PerRunConv``'s backward: (the gradient of ``x`` or None, of ``W`` or None)."""
+    grad_x = x.new_zeros(x.shape) if need_x else None
+    grad_W = torch.zeros_like(W) if need_W else None
+    grad_out = grad_out.contiguous()
+    if need_x:
+        rev, drev = plans()
+        apply_plan(rev, drev, grad_out, W, True, grad_x, backend, grad_W=grad_W, other=x)
+    elif need_W:
+        apply_plan(fwd, dfwd, x, None, False, None, backend, grad_W=grad_W, other=grad_out, agg_first=False)
+    return grad_x, grad_W
 
 
 def per_run_conv(x: torch.Tensor, W: torch.Tensor, fwd: RunPlan, dfwd: DevicePlan,
