@@ -12,6 +12,12 @@ using namespace ir;
 
 namespace {
 
+/// A traversal with parameter-gradient partial sums has at most kEdgesPerPartial edges' worth of
+/// blocks per partial element (NB * partial elements <= kEdgesPerPartial * edges), and at least
+/// kMinPartialBlocks blocks (to balance a few threads) where the centres allow.
+constexpr int64_t kEdgesPerPartial = 8;
+constexpr int64_t kMinPartialBlocks = 32;
+
 class CpuEmitter : public EmitterBase {
  public:
   using EmitterBase::EmitterBase;
@@ -99,10 +105,14 @@ class CpuEmitter : public EmitterBase {
       for (const RowReduction& r : t.rows) {
         const std::string a = std::to_string(r.value), S = std::to_string(r.numel);
         partials << "  std::vector<T> part" << a << "((size_t)NB * " << S << ", T(0));\n";
-        reduce << "  for (int64_t k = 0; k < " << S << "; ++k) {\n    T sum = T(0);\n"
-               << "    for (int64_t b = 0; b < NB; ++b) sum += part" << a << "[b * " << S << " + k];\n";
-        for (int bo : write_[r.value]) reduce << "    " << buffer_ptr(bo, "") << "[k] = sum;\n";
-        reduce << "  }\n";
+        // block by block, each element's sum in block order (the bits of a per-element loop
+        // over blocks), reading the partial sums in memory order
+        reduce << "  {\n    std::vector<T> sum(" << S << ", T(0));\n"
+               << "    for (int64_t b = 0; b < NB; ++b) {\n      const T* p = part" << a << ".data() + b * " << S << ";\n"
+               << "      for (int64_t k = 0; k < " << S << "; ++k) sum[k] += p[k];\n    }\n"
+               << "    for (int64_t k = 0; k < " << S << "; ++k) {\n";
+        for (int bo : write_[r.value]) reduce << "      " << buffer_ptr(bo, "") << "[k] = sum[k];\n";
+        reduce << "    }\n  }\n";
         block_ptrs << "    T* pp" << a << " = part" << a << ".data() + b * " << S << ";\n";
       }
       int ptr = launch::edge_index_base(k.group == Group::Src);
@@ -115,13 +125,21 @@ class CpuEmitter : public EmitterBase {
       // markedly slower: the order lost its locality; README, Benchmarks.) The block count
       // depends only on N and the partial sums' size, never on the thread count, and partial
       // sums are added in block order, so parameter gradients are summed in the same order on
-      // every run.
+      // every run. With partial sums, every block clears and adds its own, so the block count
+      // also stays below the traversal's edges per partial element (kEdgesPerPartial): a small
+      // graph (a sampled block) with large parameter gradients would otherwise spend more on
+      // its blocks' partial sums than on its edges.
       const int64_t max_blocks =
           t.partial_elems == 0 ? 4096
                                : std::max<int64_t>(1, std::min<int64_t>(1024, (int64_t(1) << 23) / t.partial_elems));
+      std::string nb = "std::min<int64_t>(N, " + std::to_string(max_blocks) + ")";
+      if (t.partial_elems > 0)
+        nb = "std::min<int64_t>(" + nb + ", std::max<int64_t>(" + std::to_string(kMinPartialBlocks) +
+             ", ((int64_t)ptr[N] - (int64_t)ptr[0]) * " + std::to_string(kEdgesPerPartial) + " / " +
+             std::to_string(t.partial_elems) + "))";
       out << "  const I* ptr = (const I*)G[" << ptr << "];\n  const I* nbr = (const I*)G[" << ptr + 1 << "];\n"
           << "  const I* eid = (const I*)G[" << ptr + 2 << "];\n  const I* order = (const I*)G[" << ptr + 3 << "];\n"
-          << "  const int64_t NB = std::max<int64_t>(1, std::min<int64_t>(N, " << max_blocks << "));\n"
+          << "  const int64_t NB = std::max<int64_t>(1, " << nb << ");\n"
           << "  const int64_t BS = (N + NB - 1) / NB;\n  (void)order;\n"
           << "  std::vector<int64_t> border(NB);\n  std::iota(border.begin(), border.end(), int64_t(0));\n"
           << "  auto block_edges = [&](int64_t b) { return (int64_t)ptr[std::min(N, (b + 1) * BS)] - (int64_t)ptr[std::min(N, b * BS)]; };\n"
