@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 from _paths import portable  # noqa: E402
 
 GRAPHS = {"cora": None, "pl1m": 1_000_000, "pl4m": 4_000_000, "pl2k": 2_000}
-TYPED_LAYERS = ("rgcn", "hgt")
+TYPED_LAYERS = ("rgcn", "hgt", "hgt_per_edge")  # HGTConv's automatic path (per pair), and its typed program
 LAYERS = ("gcn", "gat", "sage", "gin", "appnp") + TYPED_LAYERS
 
 
@@ -41,7 +41,7 @@ def log(msg):
 def layer_programs(layer: str, F: int):
     """The fused programs one training epoch of the benchmark's model runs (a 64-vertex graph);
     for the typed layers, one step of the layer alone on a typed graph (4 relations, 2 node
-    types, the layer's automatic path)."""
+    types, the layer's automatic path, or HGTConv's typed program for ``hgt_per_edge``)."""
     import torch
     import torch.nn.functional as Fn
     import seastar as ss
@@ -57,7 +57,8 @@ def layer_programs(layer: str, F: int):
                                      edge_type=torch.randint(0, 4, (len(src),), generator=gen),
                                      node_type=torch.randint(0, 2, (64,), generator=gen))
         conv = (ss.nn.RGCNConv(F, F, num_relations=4) if layer == "rgcn"
-                else ss.nn.HGTConv(F, F, num_node_types=2, num_edge_types=4, heads=4))
+                else ss.nn.HGTConv(F, F, num_node_types=2, num_edge_types=4, heads=4,
+                                   mode="per_edge" if layer == "hgt_per_edge" else "auto"))
         with gpu_model.record_programs() as rp:
             conv(g, x).square().sum().backward()
         return rp.programs

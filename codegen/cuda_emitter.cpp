@@ -20,6 +20,10 @@ constexpr int64_t kMaxScratch = int64_t(1) << 22;  ///< partial-sum elements of 
 /// combine, run once per hub, would otherwise raise the register count and cost the occupancy
 /// of every centre's edge loop; the zoo's edge loops need at most 40.
 constexpr int kHubResidentThreads = 1536;
+/// The most hub workers of a traversal with parameter-gradient partial sums and accumulators:
+/// blocks that take its hubs (worker w the hubs w, w + HW, ...), each group of a worker with
+/// partial sums of its own (within kMaxScratch).
+constexpr int64_t kHubWorkers = 64;
 /// Dynamic shared memory a block gets without opting in (cuFuncSetAttribute) on every device.
 constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 
@@ -133,6 +137,10 @@ class CudaEmitter : public EmitterBase {
     if (!pieces_ || probe_ || code.empty()) return code;
     return "      if (lead) {  // the centre's own work, once: by its first piece\n" + indent(code) + "      }\n";
   }
+
+  /// A centre's own parameter-gradient terms, once: by a hub's first group or piece (`lead`,
+  /// true elsewhere), since every group of a hub block ends a pass with the same centre values.
+  std::string centre_row_guard() const override { return "if (lead) "; }
 
   /// A hub's groups each walked a slice of its edges: they combine their accumulators through
   /// shared memory (every thread's slot x at sx_hub[x * BT + thread]), each group reading the
@@ -263,6 +271,7 @@ class CudaEmitter : public EmitterBase {
   struct RowsScratch {
     bool used = false;
     int64_t offset = 0, chunks = 0;
+    int64_t hub_slots = 0;  ///< the hub workers' groups' partial sums, after the chunks'
   };
 
   std::string kernel(int index, const Kernel& k, CudaProgram& prog) {
@@ -310,21 +319,30 @@ class CudaEmitter : public EmitterBase {
     out << "}\n\n";
     launch.traffic = traffic_;
     prog.launches.push_back(launch);
-    if (rows.used) out << reduce_kernel(launch.name + "_rows", t, rows.offset, rows.chunks, prog, k);
+    if (rows.used) out << reduce_kernel(launch.name + "_rows", t, rows, prog, k);
     return out.str();
   }
 
   /// Whether traversal k gets the hub path: groups narrower than a block (a block-wide group
-  /// already has a block per centre), no parameter-gradient partial sums (their slots are a
-  /// group's own), accumulators that combine (not argmax), and shared memory for the combine.
+  /// already has a block per centre), accumulators that combine (not argmax), and shared memory
+  /// for the combine. With parameter-gradient partial sums, only a traversal with accumulators
+  /// (one without cuts its hubs into pieces, hub_pieces), and only with room for its hub
+  /// workers' partial sums (hub_workers).
   bool hub_path(const Kernel& k, const Traversal& t, const launch::ThreadMapping& m, int float_bytes) const {
     if (k.kind != Kernel::Kind::Traverse || o_.hub_degree <= 0 || m.group_threads > launch::kWarpSize ||
-        !t.rows.empty() || hub_unsupported_)
+        hub_unsupported_)
       return false;
     const int64_t block = o_.mapping.hub_block_threads;
     const int64_t groups = block / m.group_threads;
+    if (!t.rows.empty() && (!accumulators_seen_ || hub_workers(t, groups) < 1)) return false;
     const int64_t bytes = (smem_elems_ * groups + hub_smem_elems_ * block) * float_bytes;
     return groups > 1 && bytes <= kMaxStaticSharedBytes;
+  }
+
+  /// The hub workers of a traversal with partial sums and the hub path: as many as kMaxScratch
+  /// holds partial sums for, one per group of each, up to kHubWorkers.
+  static int64_t hub_workers(const Traversal& t, int64_t groups) {
+    return std::min<int64_t>(kHubWorkers, kMaxScratch / std::max<int64_t>(groups * t.partial_elems, 1));
   }
 
   /// Whether traversal k, one with parameter-gradient partial sums, cuts its hubs into pieces
@@ -412,11 +430,13 @@ class CudaEmitter : public EmitterBase {
       const int64_t max_chunks =
           std::max<int64_t>(1, std::min<int64_t>(kMaxChunks, kMaxScratch / std::max<int64_t>(t.partial_elems, 1)));
       const int64_t scratch = prog.scratch_elems;
-      prog.scratch_elems += max_chunks * t.partial_elems;
+      const int64_t workers = hub_ ? hub_workers(t, launch.mapping.groups_per_block) : 0;
+      prog.scratch_elems += (max_chunks + workers * launch.mapping.groups_per_block) * t.partial_elems;
       launch.items = CudaLaunch::Items::Chunks;
       launch.count = max_chunks;
       out << "  const int64_t NB = sx::max<int64_t>(1, sx::min<int64_t>(N, " << max_chunks << "));\n";
       if (pieces_) out << hub_pieces_setup();
+      if (hub_) out << hub_workers_loop(t, launch, prog, scratch, max_chunks, workers);
       out << "  for (;;) {\n"
           << "    const int64_t base = grp.next_base(args.counters + " << launch.counter << ");\n"
           << "    if (base >= NB) break;\n"
@@ -425,16 +445,51 @@ class CudaEmitter : public EmitterBase {
       for (const RowReduction& r : t.rows)
         out << "    T* pp" << r.value << " = (T*)args.scratch + " << scratch << " + b * " << t.partial_elems << " + "
             << r.offset << ";\n";
-      *rows = {true, scratch, max_chunks};
+      *rows = {true, scratch, max_chunks, workers * launch.mapping.groups_per_block};
       if (pieces_) return out.str() + hub_pieces_item() + t.passes + "    }\n  }\n";
-      out << "    constexpr bool hub = false;\n"
-          << "    for (int64_t i = b; i < N; i += NB) {\n";
+      out << "    constexpr bool hub = false;\n    constexpr bool lead = true;\n    (void)lead;\n"
+          << "    for (int64_t i = " << (hub_ ? "NH + b" : "b") << "; i < N; i += NB) {\n";
     }
     out << "      const int64_t c = order[i];\n"
         << "      const int64_t beg = ptr[c], end = ptr[c + 1];\n"
         << "      // the edges this group walks: a hub's are split into equal slices over the block's groups\n"
         << "      const int64_t jb = hub ? beg + (end - beg) * grp.index / GPB : beg;\n"
         << "      const int64_t je = hub ? beg + (end - beg) * (grp.index + 1) / GPB : end;\n"
+        << t.passes << "    }\n  }\n";
+    return out.str();
+  }
+
+  /// Before the chunks' loop of a traversal with partial sums, accumulators and the hub path:
+  /// the hubs (centres of at least hub_degree edges, a prefix of the degree order) go to HW
+  /// workers, worker w taking hubs w, w + HW, ... in order, a whole block each (workers taken
+  /// from the hub counter). The block's groups walk equal slices of a hub's edges and combine
+  /// their accumulators after each pass, as on the hub path without partial sums; each group
+  /// adds its slice's terms into partial sums of its own, slot w * GPB + group after the
+  /// chunks', and the hub's first group adds the centre's own terms (`lead`). Which hubs a slot
+  /// holds, and in which order, depends on the graph alone, not on which block ran which
+  /// worker: the sums stay deterministic. The chunks then take the other centres.
+  std::string hub_workers_loop(const Traversal& t, CudaLaunch& launch, CudaProgram& prog, int64_t scratch,
+                               int64_t max_chunks, int64_t workers) {
+    std::ostringstream out;
+    launch.hub_counter = prog.num_counters++;
+    launch.hub_workers = workers;
+    out << "  // hubs (centres of at least " << o_.hub_degree << " edges) to HW workers, a block each, worker w taking\n"
+        << "  // hubs w, w + HW, ...; each group's partial sums its own (slot w * GPB + group after the chunks')\n"
+        << "  const int64_t NH = sx::hub_count(ptr, order, N, (int64_t)" << o_.hub_degree << ");\n"
+        << "  const int64_t HW = sx::min<int64_t>(NH, " << workers << ");\n"
+        << "  for (;;) {\n"
+        << "    const int64_t w = sx::block_next(args.counters + " << launch.hub_counter << ");  // the same in the whole block\n"
+        << "    if (w >= HW) break;\n";
+    for (const RowReduction& r : t.rows)
+      out << "    T* pp" << r.value << " = (T*)args.scratch + " << scratch << " + (" << max_chunks
+          << " + w * GPB + grp.index) * " << t.partial_elems << " + " << r.offset << ";\n";
+    out << "    constexpr bool hub = true;\n"
+        << "    const bool lead = grp.index == 0;  // a hub's own terms, once\n"
+        << "    for (int64_t i = w; i < NH; i += HW) {\n"
+        << "      const int64_t c = order[i];\n"
+        << "      const int64_t beg = ptr[c], end = ptr[c + 1];\n"
+        << "      const int64_t jb = beg + (end - beg) * grp.index / GPB;\n"
+        << "      const int64_t je = beg + (end - beg) * (grp.index + 1) / GPB;\n"
         << t.passes << "    }\n  }\n";
     return out.str();
   }
@@ -497,8 +552,9 @@ class CudaEmitter : public EmitterBase {
   }
 
   /// The second half of a parameter gradient: sums the blocks' partial sums in block order.
-  std::string reduce_kernel(const std::string& name, const Traversal& t, int64_t scratch, int64_t max_chunks,
-                            CudaProgram& prog, const Kernel& k) {
+  std::string reduce_kernel(const std::string& name, const Traversal& t, const RowsScratch& rows, CudaProgram& prog,
+                            const Kernel& k) {
+    const int64_t scratch = rows.offset, max_chunks = rows.chunks;
     CudaLaunch l;
     l.src_side = source_side(k);
     l.name = name;
@@ -518,13 +574,17 @@ class CudaEmitter : public EmitterBase {
         << "; q += (int64_t)gridDim.x * blockDim.x) {\n"
         << "    T sum = T(0);\n"
         << "    for (int64_t b = 0; b < NB; ++b) sum += part[b * " << t.partial_elems << " + q];\n";
+    if (rows.hub_slots > 0)  // then the hub workers' groups' (zero where a worker had no hub)
+      out << "    for (int64_t b = 0; b < " << rows.hub_slots << "; ++b) sum += part[(" << max_chunks << " + b) * "
+          << t.partial_elems << " + q];\n";
     for (const RowReduction& r : t.rows) {
       out << "    if (q >= " << r.offset << " && q < " << r.offset + r.numel << ") {\n";
       for (int bo : write_[r.value]) out << "      " << buffer_ptr(bo, "") << "[q - " << r.offset << "] = sum;\n";
       out << "    }\n";
     }
     out << "  }\n}\n\n";
-    l.traffic = {{"scratch", -1, TrafficTerm::Per::Launch, false, false, max_chunks * t.partial_elems * prog.float_bytes},
+    l.traffic = {{"scratch", -1, TrafficTerm::Per::Launch, false, false,
+                  (max_chunks + rows.hub_slots) * t.partial_elems * prog.float_bytes},
                  {"parameter gradients", -1, TrafficTerm::Per::Launch, true, false, t.partial_elems * prog.float_bytes}};
     prog.launches.push_back(l);
     return out.str();

@@ -35,10 +35,14 @@ struct CudaLaunch {
   int64_t count = 0;             ///< Chunks: the most blocks; Fixed: the items
   launch::ThreadMapping mapping;
   int counter = -1;              ///< its work counter (dynamic assignment), else -1
-  /// Traversals: centres of at least this many edges take a block each (Items::Vertices) or
-  /// are cut into pieces of hub_piece_edges() edges (Items::Chunks); 0 = neither.
+  /// Traversals: centres of at least this many edges take a block each (Items::Vertices, and
+  /// Items::Chunks with hub_workers) or are cut into pieces of hub_piece_edges() edges
+  /// (Items::Chunks otherwise); 0 = neither.
   int64_t hub_degree = 0;
   int hub_counter = -1;          ///< the hubs' work counter, else -1
+  /// Items::Chunks on the hub path (partial sums and accumulators): the most hub workers, a
+  /// block each, worker w taking hubs w, w + HW, ...; 0 when hubs are cut into pieces.
+  int64_t hub_workers = 0;
   bool src_side = false;         ///< iterates the sources of a bipartite graph (NS, not N)
   int64_t shared_bytes = 0;      ///< dynamic shared memory per block
   /// What it reads and writes per edge, per vertex (centre) and per launch (traffic.h).

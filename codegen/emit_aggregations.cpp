@@ -21,6 +21,8 @@ void EmitterBase::emit_row_reduction(int a, std::ostringstream& update, std::ost
     slot_ptr += " + " + val(av.inputs[1], row).expr + "[0] * " + std::to_string(numel(x.shape));
   std::ostringstream& os = edge ? update : fin;
   const std::string ind = edge ? "        " : "      ";
+  // a term of the centre's own, added once per centre (each statement below is one block)
+  const std::string guard = edge ? "" : centre_row_guard();
   // the block's partial sums are memory, read and written per row (an L1/L2-resident slot)
   const std::string partial = "partial sums %" + std::to_string(a);
   const int64_t row_bytes = numel(x.shape) * float_bytes();
@@ -36,7 +38,7 @@ void EmitterBase::emit_row_reduction(int a, std::ostringstream& update, std::ost
       const int64_t K = m_.at(x.inputs[0]).shape.back(), Nn = m_.at(x.inputs[1]).shape.back();
       const int64_t L = numel(m_.at(x.inputs[0]).shape) / K;
       note_width(x);
-      os << ind << "{ T* p = " << slot_ptr << ";\n"
+      os << ind << guard << "{ T* p = " << slot_ptr << ";\n"
          << ind << "  for (int64_t l = 0; l < " << L << "; ++l)\n"
          << ind << "    " << shared_loop("i", K) << "{\n"
          << ind << "      const T xi = " << pu.expr << "[l * " << K << " + i];\n";
@@ -50,7 +52,7 @@ void EmitterBase::emit_row_reduction(int a, std::ostringstream& update, std::ost
   }
   Operand px = val(av.inputs[0], row);
   note_width(x);
-  os << ind << "{ T* p = " << slot_ptr << "; const auto y = " << px.expr << "; "
+  os << ind << guard << "{ T* p = " << slot_ptr << "; const auto y = " << px.expr << "; "
      << (px.layout == Layout::Split ? loop(px.layout, numel(x.shape)) : shared_loop("k", numel(x.shape)))
      << "p[k] += y[" << slot(px.layout) << "]; }\n";
 }

@@ -131,6 +131,9 @@ class EmitterBase {
   /// epilogue (finishing, stores, per-centre partial sums), as they are (C++), or guarded where
   /// several work items share one centre's edges (CUDA: a hub cut into pieces).
   virtual std::string once_per_centre(const std::string& code) const { return code; }
+  /// What precedes a centre's own (per-vertex) parameter-gradient term: a condition, where
+  /// several workers share a centre and one of them adds it (the CUDA hub path), else nothing.
+  virtual std::string centre_row_guard() const { return ""; }
   /// The rows a traversal's edge loop reads where the loop's own order does not predict them:
   /// at the neighbour (`n`) and at the edge's original id (`e`, through the CSC slot's `eid`);
   /// buffer and elements per row, as read in the current pass.

@@ -19,7 +19,10 @@ the grid the runtime would launch (``FusedProgram.cuda_grid``) and ptxas's repor
   take the rest. A traversal with parameter-gradient partial sums (``items`` chunks: chunk b
   adds up items b, b + NB, ... in a fixed order) with a hub path instead cuts each hub into pieces
   of a fraction of the mean chunk's edges (``FusedProgram.cuda_hub_piece_edges``), items of the
-  chunks like the centres after them. Reported: the busiest block's
+  chunks like the centres after them; or, when it also has accumulators, gives its hubs to at
+  most ``hub_workers`` workers, a block each (worker w the hubs w, w + HW, ...; the blocks take
+  workers from a counter, their groups split each hub as above), before its chunks take the
+  other centres. Reported: the busiest block's
   work over the mean block's (the kernel's time over the time a perfect split would take, when
   the work is memory-bound and every block moves bytes at the same rate), the same for the
   workers, and the largest single task over the mean worker's work (a bound no dynamic
@@ -205,6 +208,7 @@ def load_imbalance(launch: dict, in_degree, out_degree, device: Device = H200,
         workers = blocks * workers_per_block
         start = np.zeros(workers)
         hub_tasks = np.zeros(0)
+        hubs = 0
         hub = launch.get("hub_degree", 0)
         if hub > 0 and launch["items"] == "vertices":
             # hubs first, a block each: its groups walk equal slices (in lockstep per warp) and
@@ -212,9 +216,21 @@ def load_imbalance(launch: dict, in_degree, out_degree, device: Device = H200,
             nh = int(np.searchsorted(-ordered, -hub, side="right"))
             groups = launch["groups_per_block"]
             hub_tasks = np.ceil(ordered[:nh] / groups) * passes + 1.0 + passes
+            hubs = nh
             per_block = schedule(hub_tasks, blocks)
             start = np.repeat(per_block, workers_per_block)
             ordered = ordered[nh:]
+        elif hub > 0 and launch.get("hub_workers", 0) > 0:
+            # hubs to at most hub_workers workers, a block each (worker w: hubs w, w + HW, ...),
+            # its groups walking equal slices as above; then the chunks take the other centres
+            nh = int(np.searchsorted(-ordered, -hub, side="right"))
+            groups, hw = launch["groups_per_block"], min(nh, launch["hub_workers"])
+            per_hub = np.ceil(ordered[:nh] / groups) * passes + 1.0 + passes
+            hub_tasks = np.bincount(np.arange(nh) % hw, weights=per_hub, minlength=hw) if nh else np.zeros(0)
+            hubs = nh
+            start = np.repeat(schedule(hub_tasks, blocks), workers_per_block)
+            ordered = ordered[nh:]
+            hub = 0  # the chunks' centres are whole
         cost = ordered * passes + 1.0
         if launch["items"] == "chunks":  # fixed blocks of items: chunk b holds b, b + NB, ...
             nb = max(1, min(N, launch["count"]))
@@ -226,7 +242,7 @@ def load_imbalance(launch: dict, in_degree, out_degree, device: Device = H200,
         work = schedule(tasks, workers, start)
         block_work = work.reshape(blocks, workers_per_block).sum(axis=1)
         all_tasks = np.concatenate([hub_tasks, tasks])
-        res.update(worker="warp" if gt <= WARP else "block", workers=workers, passes=passes, hubs=len(hub_tasks),
+        res.update(worker="warp" if gt <= WARP else "block", workers=workers, passes=passes, hubs=hubs,
                    largest_task=float(all_tasks.max(initial=0.0)),
                    mean_task=float(all_tasks.mean()) if len(all_tasks) else 0.0)
     else:

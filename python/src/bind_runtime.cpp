@@ -33,6 +33,7 @@ py::list cuda_launches(FusedProgram& p, const std::string& direction, py::object
     d["shared_bytes"] = l.shared_bytes;
     d["counter"] = l.counter;
     d["hub_degree"] = l.hub_degree;
+    d["hub_workers"] = l.hub_workers;
     py::list traffic;  // the static traffic model (codegen/traffic.h)
     for (const codegen::TrafficTerm& t : l.traffic) {
       py::dict r;

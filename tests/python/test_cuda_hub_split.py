@@ -3,7 +3,8 @@ centre with at least SEASTAR_CUDA_HUB_DEGREE edges is taken by a whole block, wh
 equal slices of its edges and combine their sums, extremes, (extreme, edge id) pairs and
 online-softmax partials in group order after each pass. A traversal with parameter-gradient
 partial sums and no accumulator instead cuts its hubs into pieces of equal edges, work items of
-different chunks. The test graphs' hubs are small, so the tests lower the degree until most
+different chunks; one with partial sums and accumulators gives its hubs to hub workers, blocks
+whose groups split a hub as above, each group with partial sums of its own. The test graphs' hubs are small, so the tests lower the degree until most
 centres take the hub path (and many slices are empty). Forward and every gradient against plain
 torch in float64, against the hub path off, and bit for bit across runs; the generated source
 shows which kernels have the path.
@@ -185,8 +186,8 @@ def _layer_inputs(graph, kind, F=6, O=4, heads=2, seed=0):
                                   "hgt_typed"])
 def test_hub_path_of_typed_layer_programs(kind, graph_name, monkeypatch, graph_factory):
     """The seastar.nn layers' typed programs (RGCNConv per edge and per basis, HGTConv):
-    parameter gradients with hubs in pieces, HGT's softmax (whose parameter-gradient kernel has
-    accumulators, so keeps whole centres) on the block hub path elsewhere."""
+    parameter gradients with hubs in pieces, HGT's softmax on the block hub path, and its
+    parameter-gradient kernels (which also have accumulators) on hub workers."""
     from seastar.nn import hgt_conv, rgcn_conv
     fn = {"rgcn_typed_mean": rgcn_conv.rgcn_typed_weighted, "rgcn_typed_add": rgcn_conv.rgcn_typed_sum,
           "rgcn_basis_mean": rgcn_conv.rgcn_basis_weighted, "rgcn_basis_add": rgcn_conv.rgcn_basis_sum,
@@ -209,6 +210,36 @@ def test_which_kernels_cut_hubs_into_pieces(tmp_path, monkeypatch):
     monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "0")
     off = _kernels(tmp_path / "off", monkeypatch, fresh(model, "which_pieces_off"), graph, **inputs)["backward"]
     assert not any("q % PM" in k or "sx::hub_count" in k for k in off.values())
+
+
+def _scaled_attention(v, a, b):
+    # a parameter in the edge scores (edge terms) and one scaling the centre's softmax sum (a
+    # centre term that needs the combined accumulators): both gradients in one traversal
+    scores = [ss.leaky_relu(e.src.el * a + v.er, 0.2) for e in v.in_edges()]
+    alpha = ss.softmax(scores)
+    return b * sum(al * e.src.h for al, e in zip(alpha, v.in_edges()))
+
+
+@pytest.mark.parametrize("graph_name", ["large_hub", "hub", "mixed"])
+def test_hub_workers_add_edge_terms_per_slice_and_centre_terms_once(graph_name, tmp_path, monkeypatch,
+                                                                  graph_factory):
+    """Partial sums and accumulators in one traversal: hubs go to hub workers, whose groups add
+    their slices' edge terms into partial sums of their own and whose first group adds the
+    centre's term (``lead``): against plain torch, the hub path off, and bit for bit twice."""
+    graph = hub_graph() if graph_name == "large_hub" else graph_factory(graph_name)
+    g = torch.Generator().manual_seed(5)
+    N = graph.num_nodes
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64)
+    inputs = {"el": r(N, 1), "er": r(N, 1), "h": r(N, 3), "a": r(1), "b": r(3)}
+    _on_off_and_reference(_scaled_attention, f"workers_{graph_name}", graph, inputs, monkeypatch)
+    if graph_name == "large_hub":
+        monkeypatch.setenv("SEASTAR_CUDA_HUB_DEGREE", "4")
+        bwd = _kernels(tmp_path, monkeypatch, ss.vertex_program(name="hub_workers_src")(_scaled_attention), graph,
+                       **inputs)["backward"]
+        workers = [k for k in bwd.values() if "w + HW" in k]
+        assert workers and all("if (lead)" in k and "NH + b" in k for k in workers)
 
 
 # ---- argmax / argmin: (extreme, edge id) pairs combined ------------------------------------------

@@ -166,6 +166,29 @@ def test_hub_pieces_spread_a_parameter_gradient_over_the_chunks():
     assert without["largest_task"] == pytest.approx(D + 1 + 7 * 2)  # chunk 0: the hub and 7 more centres
 
 
+def test_hub_workers_take_the_hubs_of_a_parameter_gradient_with_accumulators():
+    """A chunks traversal with hub workers (partial sums and accumulators): worker w takes hubs
+    w, w + HW, ..., a 16-warp block each, every warp of it a slice of each hub (ceil(D / 16)
+    edges, the centre, one combine); the chunks then add up the other centres."""
+    one_sm = gpu_model.Device("one SM", sms=1)  # 4 resident blocks of 512 threads: 64 warps
+    N, NB = 64, 64
+    din = np.ones(N, np.int64)
+    din[5], din[9] = 160, 96  # two hubs: 160 / 16 + 2 = 12 and 96 / 16 + 2 = 8 per warp
+    launch = dict(_warp_launch(), items="chunks", count=NB, block_threads=512, groups_per_block=16,
+                  hub_degree=64, hub_workers=1)
+    r = gpu_model.load_imbalance(launch, din, din, one_sm)
+    assert (r["blocks"], r["workers"], r["hubs"], r["largest_task"]) == (4, 64, 2, 20)
+    # one worker: both hubs on one block's 16 warps (20 each); the 62 other centres (cost 2,
+    # a chunk each) go to the 48 idle warps first, then 14 more to those
+    per_warp = [20] * 16 + [4] * 14 + [2] * 34
+    assert r["busiest_worker_over_mean"] == pytest.approx(20 / (sum(per_warp) / 64))
+    two = gpu_model.load_imbalance(dict(launch, hub_workers=2), din, din, one_sm)
+    assert (two["hubs"], two["largest_task"]) == (2, 12)  # a worker each: 12 and 8
+    assert two["busiest_worker_over_mean"] < r["busiest_worker_over_mean"]
+    pieces = gpu_model.load_imbalance(dict(launch, hub_workers=0), din, din, one_sm)
+    assert pieces["hubs"] == 0  # hub_workers 0: the hubs are cut into pieces instead
+
+
 def test_uniform_degrees_are_balanced_and_a_real_launch_reads_its_mapping():
     N, k = 4096, 7
     din = np.full(N, k, np.int64)
