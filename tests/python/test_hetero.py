@@ -254,7 +254,8 @@ def test_rgcn_paths_agree_and_cost_rule():
         costs = layer.mode_costs(graph, x_grad)
         run_rows = Q + (2 * P if x_grad else Q)
         assert costs == {"per_run": run_rows * fin * fout + ROW_COST * run_rows * (fin + fout),
-                         "per_edge": int(MATVEC_COST * (3 if x_grad else 2) * E * fin * fout),
+                         "per_edge": int(MATVEC_COST * (3 if x_grad else 2) * E * fin * fout)
+                         + (ROW_COST * E * (fin + fout) if x_grad else 0),
                          "per_pair": (3 if x_grad else 2) * P * fin * fout + ROW_COST * 3 * P * (fin + fout)}
         costs["per_pair"] *= PAIR_MARGIN
         assert layer.choose_mode(graph, x_grad) == min(costs, key=costs.get)

@@ -42,9 +42,14 @@ def passes(x_grad: bool) -> int:
     return 3 if x_grad else 2
 
 
-def per_edge_cost(num_edges: int, macs_per_edge: int, x_grad: bool) -> int:
-    """A typed vertex program: ``macs_per_edge`` multiply-adds of the generated kernel per edge and pass."""
-    return int(MATVEC_COST * passes(x_grad) * num_edges * macs_per_edge)
+def per_edge_cost(num_edges: int, macs_per_edge: int, x_grad: bool, row_floats: int = 0) -> int:
+    """A typed vertex program: ``macs_per_edge`` multiply-adds of the generated kernel per edge and
+    pass; with ``x_grad``, the input's gradient (a traversal of the out-edges, each reading its
+    relation's matrix transposed and a destination's gradient row) also moves ``row_floats`` per
+    edge at the cost of a row (bench_typed_paths.py: that pass costs a fixed amount per edge
+    beyond its multiply-adds, which dominates at small widths)."""
+    return int(MATVEC_COST * passes(x_grad) * num_edges * macs_per_edge) + (ROW_COST * num_edges * row_floats
+                                                                            if x_grad else 0)
 
 
 def per_pair_cost(num_pairs: int, macs_per_pair: int, row_floats: int, x_grad: bool) -> int:

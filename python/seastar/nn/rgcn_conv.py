@@ -118,7 +118,8 @@ class RGCNConv(nn.Module):
     or without a gradient for ``x``) by ``mode_costs``, in GEMM multiply-adds, with the cost model
     the relational layers share (``seastar.nn.relations``: ``MATVEC_COST`` per multiply-add of
     the per-edge programs, ``ROW_COST`` per float of a run or pair row moved by the scatter /
-    gather between the GEMMs and the aggregation, both measured); ``per_pair`` must also be
+    gather between the GEMMs and the aggregation, and per float of a row an edge moves in the
+    per-edge program's gradient for ``x``, both measured); ``per_pair`` must also be
     ``PAIR_MARGIN`` cheaper than the rest, as it alone holds O(P*F) floats between the passes;
     ties go to the path listed first in ``mode_costs``. An untyped graph always takes
     ``per_pair`` (its pairs are the vertices: one transform, one sum).
@@ -213,7 +214,7 @@ class RGCNConv(nn.Module):
         # or the forward runs again (W only); each run row is also scattered / gathered
         run_rows = q + (2 * p if x_grad else q)
         costs = {
-            "per_edge": per_edge_cost(e, ff, x_grad),
+            "per_edge": per_edge_cost(e, ff, x_grad, rows),
             "per_run": run_rows * ff + ROW_COST * run_rows * rows,
             "per_pair": per_pair_cost(p, ff, rows, x_grad),
         }
