@@ -213,6 +213,46 @@ def test_export_with_the_graph_as_an_argument_saves_loads_and_runs_new_blocks():
     assert len(sizes) > 1
 
 
+class TwoRgcn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = snn.RGCNConv(F_IN, 8, RELATIONS, aggr="mean", mode="per_run")
+        self.conv2 = snn.RGCNConv(8, CLASSES, RELATIONS)  # auto: per_run in compiled and exported code
+
+    def forward(self, block0, block1, x):
+        return self.conv2(block1, F.relu(self.conv1(block0, x)))
+
+
+def test_export_of_rgcn_per_run_on_typed_blocks_saves_loads_and_runs_new_blocks():
+    """R-GCN's per-run path exported with typed blocks as arguments (its ops find the run plans
+    the blocks' graphs keep when they run): the program and the loaded one equal eager on blocks
+    of other sizes."""
+    import io
+    graph, x, y = _data()
+    torch.manual_seed(0)
+    model = TwoRgcn().to(DT).eval()
+    batches = iter(NeighborLoader((graph, x, y), [4, 3], batch_size=BATCH, prefetch=0, seed=4))
+    first = next(batches)
+    b0, b1 = first.blocks
+    with torch.no_grad():
+        program = torch.export.export(model, (b0, b1, first.x),
+                                      dynamic_shapes=(b0.dynamic_shapes(), b1.dynamic_shapes(), {0: torch.export.Dim.AUTO}))
+    ops = {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
+    assert "seastar.rgcn_per_run.default" in ops
+    buf = io.BytesIO()
+    torch.export.save(program, buf)
+    buf.seek(0)
+    loaded = torch.export.load(buf)
+    sizes = set()
+    for _, batch in zip(range(5), batches):
+        with torch.no_grad():
+            want = model(*batch.blocks, batch.x)
+            torch.testing.assert_close(program.module()(*batch.blocks, batch.x), want, **TOL)
+            torch.testing.assert_close(loaded.module()(*batch.blocks, batch.x), want, **TOL)
+        sizes.add(tuple(b.num_edges for b in batch.blocks))
+    assert len(sizes) > 1 and model.conv1.last_mode == "per_run"
+
+
 LOAD_AND_RUN = """
 import sys, torch
 import seastar  # registers the ops, the graph's flattening and the programs' modules
