@@ -43,3 +43,36 @@ def test_bad_cache_sizes():
         capacity_rows(F, fraction=1.5)
     assert capacity_rows(F, nbytes=25) == 2  # 12-byte rows
     assert capacity_rows(F, rows=100) == 6  # at most every remote row
+
+
+def test_a_fetch_without_hits_is_the_base_fetch_and_one_with_hits_asks_only_the_misses():
+    """``CachedFeatures.fetch`` in one process, over a base that serves rows of a known table:
+    without a cached id the base's rows come back as they are (no merge into a new tensor); with
+    some, the base is asked only for the misses and the rows equal the table's."""
+    from seastar.distributed.feature_cache import CachedFeatures
+    x = torch.randn(12, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assignment = torch.tensor([0, 1] * 6)
+
+    class Base:  # what CachedFeatures reads of a PartitionedFeatures, rank 0 of 2
+        rows, rank, world = x[assignment == 0], 0, 2
+        owned = (assignment == 0).nonzero().view(-1)
+        stats = {"bytes_received": 0}
+        asked = []
+
+        def __init__(self):
+            self.assignment = assignment
+
+        def fetch(self, ids):
+            self.asked.append(ids.clone())
+            self.last = x[ids]
+            return self.last
+
+    base = Base()
+    cached = CachedFeatures(base, torch.tensor([1, 3]))  # two remote rows cached
+    ids = torch.tensor([0, 5, 2, 7])  # none of them cached
+    out = cached.fetch(ids)
+    assert out is base.last and torch.equal(out, x[ids]) and torch.equal(base.asked[-1], ids)
+    ids = torch.tensor([3, 0, 1, 9, 2])
+    out = cached.fetch(ids)
+    assert torch.equal(out, x[ids]) and torch.equal(base.asked[-1], torch.tensor([0, 9, 2]))
+    assert cached.stats["hits"] == 2 and cached.stats["remote_rows"] == 2 + 3

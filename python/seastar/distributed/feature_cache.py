@@ -109,7 +109,10 @@ class CachedFeatures:
         ids = torch.as_tensor(ids, dtype=torch.long).view(-1)
         slot, hit = lookup(self.slot, ids)
         before = self.base.stats["bytes_received"]
-        out = merge(self.cache, slot, hit, self.base.fetch(ids[~hit]))
+        if bool(hit.any()):
+            out = merge(self.cache, slot, hit, self.base.fetch(ids[~hit]))
+        else:  # nothing cached (one rank, or no hot row asked): the base's rows as they come
+            out = self.base.fetch(ids)
         remote = int((self.assignment[ids] != self.rank).sum())
         hits = int(hit.sum())
         s = self.stats
