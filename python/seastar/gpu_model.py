@@ -210,27 +210,20 @@ def load_imbalance(launch: dict, in_degree, out_degree, device: Device = H200,
         hub_tasks = np.zeros(0)
         hubs = 0
         hub = launch.get("hub_degree", 0)
-        if hub > 0 and launch["items"] == "vertices":
+        workers_mode = launch["items"] == "chunks" and launch.get("hub_workers", 0) > 0
+        if hub > 0 and (launch["items"] == "vertices" or workers_mode):
             # hubs first, a block each: its groups walk equal slices (in lockstep per warp) and
-            # combine after each pass; every warp of the block is busy for the slowest slice
-            nh = int(np.searchsorted(-ordered, -hub, side="right"))
-            groups = launch["groups_per_block"]
-            hub_tasks = np.ceil(ordered[:nh] / groups) * passes + 1.0 + passes
-            hubs = nh
-            per_block = schedule(hub_tasks, blocks)
-            start = np.repeat(per_block, workers_per_block)
-            ordered = ordered[nh:]
-        elif hub > 0 and launch.get("hub_workers", 0) > 0:
-            # hubs to at most hub_workers workers, a block each (worker w: hubs w, w + HW, ...),
-            # its groups walking equal slices as above; then the chunks take the other centres
-            nh = int(np.searchsorted(-ordered, -hub, side="right"))
-            groups, hw = launch["groups_per_block"], min(nh, launch["hub_workers"])
-            per_hub = np.ceil(ordered[:nh] / groups) * passes + 1.0 + passes
-            hub_tasks = np.bincount(np.arange(nh) % hw, weights=per_hub, minlength=hw) if nh else np.zeros(0)
-            hubs = nh
+            # combine after each pass; every warp of the block is busy for the slowest slice.
+            # With hub workers (partial sums and accumulators) at most hub_workers blocks take
+            # them, worker w the hubs w, w + HW, ...; then the chunks take the other centres
+            hubs = int(np.searchsorted(-ordered, -hub, side="right"))
+            hub_tasks = np.ceil(ordered[:hubs] / launch["groups_per_block"]) * passes + 1.0 + passes
+            if workers_mode and hubs:
+                hw = min(hubs, launch["hub_workers"])
+                hub_tasks = np.bincount(np.arange(hubs) % hw, weights=hub_tasks, minlength=hw)
             start = np.repeat(schedule(hub_tasks, blocks), workers_per_block)
-            ordered = ordered[nh:]
-            hub = 0  # the chunks' centres are whole
+            ordered = ordered[hubs:]
+            hub = 0  # the other centres are whole
         cost = ordered * passes + 1.0
         if launch["items"] == "chunks":  # fixed blocks of items: chunk b holds b, b + NB, ...
             nb = max(1, min(N, launch["count"]))

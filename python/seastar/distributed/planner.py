@@ -216,6 +216,12 @@ def _layers_time(m, widths, blocks, cal) -> tuple:
     return t, act
 
 
+def _graph_time(m, widths, n_src: int, n_dst: int, edges: int, cal) -> tuple:
+    """``_layers_time`` of every layer over one graph (a full graph or a part) of these sizes,
+    GCN's self loops (one per destination) added to its edges."""
+    return _layers_time(m, widths, [(n_src, n_dst, edges + (n_dst if m.kind == "gcn" else 0))] * len(widths), cal)
+
+
 def _make_layers(m: ModelSpec, widths):
     convs = []
     for i, (fin, fout, _, _) in enumerate(widths):
@@ -654,15 +660,12 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     else:
         halo, part_edges, owned = _expected_halo(out_deg, k), e / k, n / k
         halo_note = "halo expected of a random partition"
-    loops = owned if m.kind == "gcn" else 0
-    blocks = [(owned + halo, owned, part_edges + loops)] * len(widths)
-    fcompute, fact = _layers_time(m, widths, blocks, cal)
+    fcompute, fact = _graph_time(m, widths, owned + halo, owned, part_edges, cal)
     if k > 1 and cal.get("fullgraph_alone_s") and cal.get("fullgraph_part"):
         # a part's step measured (``measure_scales``): scaled by the rates' estimate from the
         # part timed to this one (a given partition's, say); the whole graph's step is not
         # timed, as nothing would read it
-        ps, pd, pe = cal["fullgraph_part"]
-        timed, _ = _layers_time(m, widths, [(ps, pd, pe + (pd if m.kind == "gcn" else 0))] * len(widths), cal)
+        timed, _ = _graph_time(m, widths, *cal["fullgraph_part"], cal)
         fstep = cal["fullgraph_alone_s"] * fcompute / timed
     else:
         if "fullgraph_step_s" not in cal:
@@ -671,7 +674,7 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
         if whole_s is None:
             fstep = cal["step_fixed_s"] + cal["step_scale"] * fcompute
         else:
-            whole, _ = _layers_time(m, widths, [(n, n, e + (n if m.kind == "gcn" else 0))] * len(widths), cal)
+            whole, _ = _graph_time(m, widths, n, n, e, cal)
             fstep = whole_s * fcompute / whole
     exchange = sum(2 * _alltoall(halo * fin * m.dtype_bytes, k, cal) for fin, _, _, _ in widths[1:])
     fgrads = _allreduce(param_bytes, k, cal)
