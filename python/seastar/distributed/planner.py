@@ -449,7 +449,9 @@ def _scales_rank(rank, world, m: ModelSpec, widths, graphs: str, batch: int, thr
     x = torch.randn(n_src, widths[0][0], generator=g, dtype=dtype)
     halos = [torch.randn(n_src - n_dst, fin, generator=g, dtype=dtype) for fin, _, _, _ in widths[1:]]
     y = torch.randint(0, widths[-1][1], (n_dst,), generator=g)
-    reps = 3 if ei.shape[1] >= 1_000_000 else 11  # small steps vary more from one to the next
+    # small steps vary more from one to the next; a big part's step timed 3 times in 3
+    # processes on 2 cores gave scales from 1.5 to 2.3 in two runs
+    reps = 5 if ei.shape[1] >= 1_000_000 else 11
     full = _alone_then_together(rank, lambda: _typical(
         lambda: _train_step(convs, opt, [part] * len(convs), x, y, m.dropout, halos), reps))
     ei, types, n = saved["whole"]
@@ -642,10 +644,12 @@ def plan(data, world_size: int, model_spec, memory_per_process: Optional[float] 
     exchange = 2 * _alltoall(0, k, cal) + _alltoall(miss_bytes, k, cal)  # counts, ids, then rows
     # its first exchange waits for the slowest rank as the gradients' all-reduce does: a stall
     fetch_s = (cal["fetch_work_s"] or 0.0) * stretch + exchange + stall
+    # one fetch a batch: the first before the epoch's first step, each later one in turn with
+    # the step before it, so ``steps`` of them in all
     rows.append(dict(candidate=f"mini-batch, partitioned features + cache ({m.cache_fraction:.0%} of remote rows, "
                                f"expected hit rate {hit:.0%})", mode="minibatch", features="partitioned",
                      cache_fraction=m.cache_fraction, expected_hit_rate=hit, steps=steps,
-                     epoch_s=steps * (work + grads + fetch_s) + loader_s * stretch + fetch_s,
+                     epoch_s=steps * (work + grads + fetch_s) + loader_s * stretch,
                      comm_s=steps * (grads + exchange),
                      comm_bytes=steps * (miss_bytes + (2 * (k - 1) / k * param_bytes if k > 1 else 0)),
                      peak_mb=(base + structure + (math.ceil(n / k) + cache_rows) * f_in * m.dtype_bytes + 3 * in_bytes
