@@ -129,15 +129,17 @@ _REBUILT: "OrderedDict[tuple, Graph]" = OrderedDict()  # graphs rebuilt from an 
 def resolve(graph_args: List[torch.Tensor], kind) -> "Graph":
     """The graph the ops were given (``GraphTensors.op_args``): the live graph of that uid when
     its sizes (and edge list, when given) agree, else one rebuilt from the edge list."""
-    kind = GraphKind.of_ints(kind)
     handle, src_rows, dst_rows, edge_rows = graph_args[:4]
     sizes = (src_rows.shape[0], dst_rows.shape[0], edge_rows.shape[0])
+    uid = handle.item()
+    g = _LIVE.get(uid)
+    if g is not None and len(graph_args) == 4 and (g.num_src, g.num_dst, g.num_edges) == sizes:
+        return g  # the common case, first: every op of a compiled step resolves its graph
+    kind = GraphKind.of_ints(kind)
     rest = list(graph_args[4:])
     edge_index = rest.pop(0) if rest else None
     node_type = rest.pop(0) if rest and kind.has_node_types else None
     edge_type = rest.pop(0) if rest and kind.has_edge_types else None
-    uid = int(handle[0])
-    g = _LIVE.get(uid)
     if g is not None and (g.num_src, g.num_dst, g.num_edges) == sizes:
         if edge_index is None or _same_edges(g, edge_index, edge_type):
             return g

@@ -20,6 +20,7 @@ Both name the kernels ``seastar::<program>.forward`` / ``.backward`` in the prof
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
 import json
@@ -247,13 +248,21 @@ def _named(sig: Signature, tensors) -> Dict[str, torch.Tensor]:
     return dict(zip(sig.compiled.names, tensors))
 
 
+def _profiled(name: str):
+    """A profiler range named ``name`` while a profiler runs; else nothing, since entering a
+    range costs as much as the rest of a small op's Python."""
+    if torch.autograd.profiler._is_profiler_enabled:
+        return torch.profiler.record_function(name)
+    return contextlib.nullcontext()
+
+
 @torch.library.custom_op("seastar::vertex_program", mutates_args=())
 def vertex_program(signature: str, graph: List[torch.Tensor], kind: List[int],
                    tensors: List[torch.Tensor]) -> List[torch.Tensor]:
     sig = _signature_of(signature)
     g = graph_inputs.resolve(graph, kind)
     name = sig.compiled.lowered.name
-    with torch.profiler.record_function(f"seastar::{name}.forward"):
+    with _profiled(f"seastar::{name}.forward"):
         if sig.fused:
             outs = sig.compiled.kernels.run_forward(g._g, _named(sig, tensors))
         else:
@@ -281,7 +290,7 @@ def vertex_program_backward(signature: str, graph: List[torch.Tensor], kind: Lis
     sig = _signature_of(signature)
     g = graph_inputs.resolve(graph, kind)
     name = sig.compiled.lowered.name
-    with torch.profiler.record_function(f"seastar::{name}.backward"):
+    with _profiled(f"seastar::{name}.backward"):
         if sig.fused:
             grads = sig.compiled.kernels.run_backward(g._g, _named(sig, tensors), list(grad_outputs))
         else:
