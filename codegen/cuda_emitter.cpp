@@ -450,13 +450,19 @@ class CudaEmitter : public EmitterBase {
       out << "    constexpr bool hub = false;\n    constexpr bool lead = true;\n    (void)lead;\n"
           << "    for (int64_t i = " << (hub_ ? "NH + b" : "b") << "; i < N; i += NB) {\n";
     }
-    out << "      const int64_t c = order[i];\n"
-        << "      const int64_t beg = ptr[c], end = ptr[c + 1];\n"
-        << "      // the edges this group walks: a hub's are split into equal slices over the block's groups\n"
-        << "      const int64_t jb = hub ? beg + (end - beg) * grp.index / GPB : beg;\n"
-        << "      const int64_t je = hub ? beg + (end - beg) * (grp.index + 1) / GPB : end;\n"
-        << t.passes << "    }\n  }\n";
+    out << centre_edges() << t.passes << "    }\n  }\n";
     return out.str();
+  }
+
+  /// The start of a centre's turn in a traversal's loop over `i`: the centre `c` (the i-th in
+  /// degree order) and the edges [jb, je) its group walks, a hub's (where the generated `hub`
+  /// holds) split into equal slices over the block's groups.
+  static std::string centre_edges() {
+    return "      const int64_t c = order[i];\n"
+           "      const int64_t beg = ptr[c], end = ptr[c + 1];\n"
+           "      // the edges this group walks: a hub's are split into equal slices over the block's groups\n"
+           "      const int64_t jb = hub ? beg + (end - beg) * grp.index / GPB : beg;\n"
+           "      const int64_t je = hub ? beg + (end - beg) * (grp.index + 1) / GPB : end;\n";
   }
 
   /// Before the chunks' loop of a traversal with partial sums, accumulators and the hub path:
@@ -486,11 +492,7 @@ class CudaEmitter : public EmitterBase {
     out << "    constexpr bool hub = true;\n"
         << "    const bool lead = grp.index == 0;  // a hub's own terms, once\n"
         << "    for (int64_t i = w; i < NH; i += HW) {\n"
-        << "      const int64_t c = order[i];\n"
-        << "      const int64_t beg = ptr[c], end = ptr[c + 1];\n"
-        << "      const int64_t jb = beg + (end - beg) * grp.index / GPB;\n"
-        << "      const int64_t je = beg + (end - beg) * (grp.index + 1) / GPB;\n"
-        << t.passes << "    }\n  }\n";
+        << centre_edges() << t.passes << "    }\n  }\n";
     return out.str();
   }
 
