@@ -28,6 +28,7 @@ class Call(NamedTuple):
     x: object               # a tensor, a (x_src, x_dst) pair, or None (featureless R-GCN)
     edge_index: object      # Graph, [2, E] tensor, sparse adj_t
     extra: Dict[str, object]
+    dst_rows_first: bool = False  # x is (x_src, x_dst) with x_dst the first rows of x_src itself
 
 
 def is_data_like(obj) -> bool:
@@ -47,7 +48,7 @@ def normalise_call(layer: str, x, edge_index, sources_in_place=None, **extra) ->
         if getattr(graph, "is_bipartite", False) and isinstance(x, torch.Tensor):
             # one tensor for a sampled block (DGL's convention): its rows are the sources, and
             # the first num_dst of them are the destinations
-            x = (x, x[:graph.num_dst])
+            return Call((x, x[:graph.num_dst]), graph, extra, True)
         return Call(x, graph, extra)
     if is_data_like(x) and edge_index is None:
         data = x

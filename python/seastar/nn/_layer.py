@@ -40,6 +40,7 @@ class LayerCall(NamedTuple):
     size: Optional[tuple]  # PyG's (num_src, num_dst)
     extra: Dict[str, object]  # the layer's other per-call inputs (edge_weight=...), a Data object's if given
     batch: Optional[Batch]  # [B, N, F] features of one graph, folded to [N, B, F]
+    dst_rows_first: bool = False  # x_dst is x_src's first rows (a block's one tensor, or one graph's x)
 
     @property
     def on_block(self) -> bool:
@@ -64,7 +65,9 @@ def read_call(layer: str, x, edge_index, size=None, *, pairs: bool = True, batch
     [B, N, F] features of one graph are folded (not on a block, whose rows are its sources).
     ``dense_rows``: sparse features are made dense. ``sources_in_place(x_src)``: whether the
     layer reads a global-source block's feature table in place (``normalise_call``)."""
-    x, edge_index, extra = normalise_call(layer, x, edge_index, sources_in_place=sources_in_place, **extra)
+    x, edge_index, extra, dst_rows_first = normalise_call(layer, x, edge_index, sources_in_place=sources_in_place,
+                                                          **extra)
+    dst_rows_first = dst_rows_first or isinstance(x, torch.Tensor)
     on_block = isinstance(edge_index, Graph) and edge_index.is_bipartite
     x_src, x_dst, pair = split_features(layer, x, bipartite_ok=pairs or on_block)
     if dense_rows:
@@ -75,7 +78,8 @@ def read_call(layer: str, x, edge_index, size=None, *, pairs: bool = True, batch
         x_src, batch = Batch.fold(x_src)
         if batch is not None and x_dst is not None:
             x_dst = Batch.fold(x_dst)[0]
-    return LayerCall(layer, x_src, x_dst, pair, edge_index, size, extra, batch)
+    dst_rows_first = dst_rows_first and batch is None
+    return LayerCall(layer, x_src, x_dst, pair, edge_index, size, extra, batch, dst_rows_first)
 
 
 class HomogeneousLayer(nn.Module):

@@ -6,7 +6,8 @@ in-place product into an ``addmm`` with a new output, and Inductor's CPU lowerin
 the first result into it, a [rows, out] copy in the forward (and Inductor fuses ``mm + add`` back
 into such an ``addmm`` when the sum is written out of place). As an op, the pair is opaque to
 both: its body is the eager one, so compiled and eager forwards do the same work. Its gradient
-is plain products, which compiled code traces and Inductor fuses with what is around them.
+is plain products, which compiled code traces and Inductor fuses with what is around them, and
+the bias's column sum (``seastar::column_sum``).
 Layers call it only inside compiled code (``torch.compiler.is_compiling()``); eagerly they keep
 their own ``addmm_``, whose autograd also gives higher derivatives.
 """
@@ -15,6 +16,8 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+
+from ._column_sum import column_sum
 
 
 def _check(a: torch.Tensor, w_a: torch.Tensor, x: torch.Tensor, w_x: torch.Tensor,
@@ -54,7 +57,7 @@ def _backward(ctx, grad):
     need = ctx.needs_input_grad
     return (grad @ w_a if need[0] else None, grad.t() @ a if need[1] else None,
             grad @ w_x if need[2] else None, grad.t() @ x if need[3] else None,
-            grad.sum(0) if ctx.has_bias and need[4] else None)
+            column_sum(grad) if ctx.has_bias and need[4] else None)
 
 
 linear_pair.register_autograd(_backward, setup_context=_setup)

@@ -25,7 +25,7 @@ class TypedCall(NamedTuple):
 
 def typed_call(layer: str, x, edge_index, edge_type: Optional[torch.Tensor], num_relations: int,
                in_channels: int, device, param_dtype: torch.dtype = torch.float32) -> TypedCall:
-    x, edge_index, extra = normalise_call(layer, x, edge_index, edge_type=edge_type)
+    x, edge_index, extra = normalise_call(layer, x, edge_index, edge_type=edge_type)[:3]
     edge_type = extra["edge_type"]
     pair = isinstance(x, (tuple, list))
     if pair:

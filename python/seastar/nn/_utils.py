@@ -8,6 +8,7 @@ from typing import Optional
 import torch
 
 from ..graph import Graph
+from ._column_sum import bias_add
 
 
 def glorot(t: Optional[torch.Tensor]) -> None:
@@ -51,6 +52,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] =
     if x.is_sparse:
         out = torch.sparse.mm(x, weight.t())
         return out if bias is None else out + bias
+    if bias is not None and torch.compiler.is_compiling():
+        return bias_add(x @ weight.t(), bias)  # the bias gradient by aten's column sum (``_column_sum``)
     return torch.nn.functional.linear(x, weight, bias)
 
 
@@ -58,9 +61,11 @@ def add_bias(out: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
     """``out + bias``, into ``out`` itself when ``out`` is a fresh result that no backward reads
     (the caller vouches for that) and owns its storage. An in-place add into a view would make
     autograd wrap the view's base in ``CopySlices``, whose backward allocates two tensors of the
-    base's size: more than the copy it saves."""
+    base's size: more than the copy it saves. In compiled code, ``bias_add``."""
     if bias is None:
         return out
+    if torch.compiler.is_compiling():
+        return bias_add(out, bias)
     if out._base is None and out.is_contiguous() and not (out.is_leaf and out.requires_grad):
         return out.add_(bias)
     return out + bias

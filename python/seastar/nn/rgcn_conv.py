@@ -19,6 +19,7 @@ from ._precision import float32_inside
 from ._programs import neighbour_sum, weighted_sum
 from ._structure import pad_rows
 from ._typed_inputs import typed_call
+from ._column_sum import bias_add
 from ._utils import dense, glorot, zeros
 from .rgcn_runs import count_runs, graph_run_plans, per_run_conv
 from .rgcn_runs_op import per_run_op
@@ -266,7 +267,7 @@ class RGCNConv(nn.Module):
         if self.root is not None:
             out = out + (x_r @ self.root if x_r.is_floating_point() else self.root[x_r.long()])
         if self.bias is not None:
-            out = out + self.bias
+            out = bias_add(out, self.bias) if torch.compiler.is_compiling() else out + self.bias
         return out
 
     def _messages(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:

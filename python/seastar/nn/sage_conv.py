@@ -12,6 +12,7 @@ from ._layer import HomogeneousLayer
 from ._linear import Linear, is_uninitialized
 from ._linear_pair import linear_pair
 from ._precision import float32_inside
+from ._column_sum import bias_add
 from ._utils import all_ones, dense, linear
 
 
@@ -33,8 +34,10 @@ class SAGEConv(HomogeneousLayer):
     batch of signals); ``in_channels=-1`` is lazy; float16 / bfloat16 compute in float32.
 
     The aggregation is one vertex program. For ``mean`` / ``sum`` (linear) and ``out < in`` the
-    layer projects first and aggregates ``x W_l`` (the same value, a narrower program); the other
-    aggregations aggregate ``x`` itself.
+    layer projects first and aggregates ``x W_l`` (the same value, a narrower program); where the
+    destinations' rows are the sources' first rows (a block called with one tensor, or one
+    graph's ``x``) the two maps are one product, ``x [W_l; W_r]``. The other aggregations
+    aggregate ``x`` itself.
 
     Memory per forward + backward (floats; N vertices, E edges, F_in -> F_out, A = the width
     aggregated: min(F_in, F_out) for mean, F_in otherwise): fused backend ``N*F_in`` (x) +
@@ -91,9 +94,11 @@ class SAGEConv(HomogeneousLayer):
         fresh = True  # `out` is a tensor no autograd node saved: the root term may add into it
         if getattr(agg, "linear", False) and self.out_channels < self._width(x_src):
             self.lin_l.materialize(self._width(x_src))
+            if self._root_in_product(call, x_src, x_dst):
+                return self._finish(call, self._project_both(agg, s, x_src, weight))
             out = aggregate(agg, s, linear(x_src, self.lin_l.weight), weight, backend=self.backend)
             if self.lin_l.bias is not None:
-                out = out + self.lin_l.bias
+                out = bias_add(out, self.lin_l.bias) if torch.compiler.is_compiling() else out + self.lin_l.bias
             else:
                 fresh = False  # the aggregation's own output
         else:
@@ -104,6 +109,30 @@ class SAGEConv(HomogeneousLayer):
         if self.lin_r is not None and x_dst is not None:
             out = self._add_root(out, x_dst, fresh)
         return self._finish(call, out)
+
+    def _root_in_product(self, call, x_src: torch.Tensor, x_dst) -> bool:
+        """Whether the destinations' rows are the sources' first rows (a block's one tensor, or
+        one graph's ``x``), dense and 2-D, so ``_project_both`` serves."""
+        return (call.dst_rows_first and not self.project and self.lin_r is not None
+                and isinstance(x_dst, torch.Tensor) and not x_src.is_sparse and x_src.dim() == 2
+                and not is_uninitialized(self.lin_r.weight) and x_src.dtype == self.lin_l.weight.dtype
+                == self.lin_r.weight.dtype)
+
+    def _project_both(self, agg, s, x_src: torch.Tensor, weight) -> torch.Tensor:
+        """``aggr(x W_l) + b + x_dst W_r`` with both maps one product ``x [W_l; W_r]``: the
+        destinations' rows are the sources' first rows, so ``x_dst W_r`` is the first rows of
+        ``x W_r``. One pass over ``x`` forward, and backward one product for ``x``'s gradient
+        (the two maps' gradients side by side in a [N, 2 * out] tensor) where separate maps
+        give two [rows, in] gradients and their sum."""
+        c = self.out_channels
+        both = x_src @ torch.cat([self.lin_l.weight, self.lin_r.weight]).t()  # [num_src, 2 * out]
+        out = aggregate(agg, s, both[:, :c], weight, backend=self.backend)
+        root = both[:s.num_dst, c:]
+        if self.lin_l.bias is None:
+            return out + root
+        if torch.compiler.is_compiling():
+            return bias_add(out, self.lin_l.bias) + root
+        return out.add_(self.lin_l.bias).add_(root)  # the aggregate is fresh: no backward reads it
 
     def _finish(self, call, out: torch.Tensor) -> torch.Tensor:
         if self.normalize:
