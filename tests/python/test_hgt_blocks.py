@@ -151,3 +151,27 @@ def test_hgt_block_errors():
         layer(block, (torch.randn(5, 4),))
     with pytest.raises(ValueError, match="node types"):
         ss.nn.HGTConv(4, 4, T + 1, R)(block, torch.randn(5, 4))
+
+
+@pytest.mark.parametrize("heads, fout, want", [(1, 10, "hgt_typed"), (4, 64, "hgt_pairs")],
+                         ids=["1head-narrow-per_edge", "4heads-per_pair"])
+def test_compiled_auto_takes_the_path_typical_of_a_block_and_equals_torch(heads, fout, want):
+    """Compiled ``mode="auto"`` chooses by the cost model on a block of typical sizes (never by the
+    sizes it is given): a narrow single-head layer the per-edge program, several heads the pairs;
+    either equals plain torch."""
+    _, ei, ns, nd = BLOCKS[0]
+    et, nt = _types(ei.shape[1], R, 3), _types(ns, T, 4)
+    block = ss.Graph.from_edge_index(ei, num_nodes=(ns, nd), edge_type=et, num_edge_types=R, node_type=nt,
+                                     num_node_types=T)
+    layer = _layer(6, fout, heads, "auto", None)
+    programs = []
+
+    def recording(gm, example_inputs):
+        programs.append(gm.code)
+        return gm.forward
+
+    torch._dynamo.reset()
+    x = torch.randn(ns, 6, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    out = torch.compile(layer, fullgraph=True, backend=recording)(block, x)
+    assert programs and want in programs[0] and ({"hgt_typed", "hgt_pairs"} - {want}).pop() not in programs[0]
+    torch.testing.assert_close(out, ref_hgt_block(layer, ei, et, nt, x, x[:nd]), **TOL)

@@ -3,14 +3,17 @@
 ``seastar::segment_matmul`` (one product per group of consecutive rows, the group sizes as data,
 with or without a bias per group) against a torch loop over the groups: the output and the
 gradients of ``x``, ``weight`` and ``bias``, per matrix and per head, with empty groups;
-gradcheck; inside torch.compile with other sizes; bad sizes refused with the reason. ``seastar::gather_rows`` against ``index_select``: output, first
+gradcheck; inside torch.compile with other sizes; bad sizes refused with the reason.
+``seastar::sorted_segment_matmul`` (the same for rows grouped by a permutation) against a product
+per row, with every gradient; a compiled HGT step keeps its activation, not a mask, for backward.
+``seastar::gather_rows`` against ``index_select``: output, first
 and second gradients, compiled."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from seastar.nn._row_ops import gather_rows, gather_rows_op, segment_matmul
+from seastar.nn._row_ops import gather_rows, gather_rows_op, segment_matmul, sorted_segment_matmul
 
 DT = torch.float64
 TOL = dict(rtol=1e-12, atol=1e-12)
@@ -100,3 +103,75 @@ def test_gather_rows_and_its_gradients_equal_index_select():
     got = torch.autograd.grad(compiled(table, index), table)[0]
     want = torch.autograd.grad((table.index_select(0, index) ** 2).sum(), table)[0]
     torch.testing.assert_close(got, want, **TOL)
+
+
+def _sorted_reference(x, types, weight, bias=None):
+    """``x[i] @ weight[types[i]] (+ bias[types[i]])`` row by row."""
+    out = torch.stack([x[i] @ weight[t] for i, t in enumerate(types.tolist())])
+    return out if bias is None else out + bias[types]
+
+
+@pytest.mark.parametrize("with_bias", [False, True], ids=["no_bias", "bias"])
+@pytest.mark.parametrize("types", [[2, 0, 2, 1, 0, 2, 2], [1, 1, 1], [0, 2, 0, 2]], ids=["mixed", "one_type", "empty_type"])
+def test_sorted_segment_matmul_equals_a_product_per_row_with_every_gradient(types, with_bias):
+    gen = torch.Generator().manual_seed(9)
+    types = torch.tensor(types)
+    perm = torch.argsort(types, stable=True)
+    inv = torch.empty_like(perm).scatter_(0, perm, torch.arange(perm.numel()))
+    counts = torch.bincount(types, minlength=3)
+    x = torch.randn(types.numel(), 4, dtype=DT, generator=gen, requires_grad=True)
+    w = torch.randn(3, 4, 2, dtype=DT, generator=gen, requires_grad=True)
+    b = torch.randn(3, 2, dtype=DT, generator=gen, requires_grad=True) if with_bias else None
+    args = (x, w) + ((b,) if with_bias else ())
+
+    def op(x, w, b=None):
+        return sorted_segment_matmul(x, perm, inv, counts, w, b)
+
+    torch.testing.assert_close(op(*args), _sorted_reference(x, types, w, b), **TOL)
+    assert torch.autograd.gradcheck(op, args)
+    seed = torch.randn(types.numel(), 2, dtype=DT, generator=gen)
+    got = torch.autograd.grad((op(*args) * seed).sum(), args)
+    want = torch.autograd.grad((_sorted_reference(x, types, w, b) * seed).sum(), args)
+    for g, wg in zip(got, want):
+        torch.testing.assert_close(g, wg, **TOL)
+
+
+def test_sorted_segment_matmul_refuses_an_order_of_the_wrong_length():
+    x = torch.zeros(5, 3, dtype=DT)
+    with pytest.raises(ValueError, match=r"seastar::sorted_segment_matmul: perm \(4,\) and inv \(5,\) must each hold "
+                                         r"one index per row of x \(5 rows\)"):
+        sorted_segment_matmul(x, torch.arange(4), torch.arange(5), torch.tensor([5]), torch.zeros(1, 3, 2, dtype=DT))
+
+
+def test_compiled_hgt_keeps_the_activation_not_a_mask(small_graph):
+    """A compiled two-layer HGT step whose second layer groups the first's activation by node
+    type: backward keeps the activation (which the typed linear reads), so relu's gradient comes
+    from it, and no bool mask is stored in the forward."""
+    from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._inductor.decomposition import select_decomp_table
+
+    import seastar as ss
+    graph = small_graph.graph
+    conv1 = ss.nn.HGTConv(5, 8, 3, 4, heads=2)
+    conv2 = ss.nn.HGTConv(8, 3, 3, 4)
+
+    def step(g, x):
+        return conv2(g, torch.relu(conv1(g, x))).square().sum()
+
+    kept = []
+
+    def forward(gm, _):
+        outputs = gm.graph.find_nodes(op="output")[0].args[0]
+        kept.extend(o.meta["val"].dtype for o in outputs if isinstance(o, torch.fx.Node) and "val" in o.meta
+                    and isinstance(o.meta["val"], torch.Tensor))
+        return make_boxed_func(gm)
+
+    torch._dynamo.reset()
+    backend = aot_autograd(fw_compiler=forward, bw_compiler=lambda gm, _: make_boxed_func(gm),
+                           partition_fn=min_cut_rematerialization_partition, decompositions=select_decomp_table())
+    x = torch.randn(graph.num_nodes, 5)
+    got = torch.compile(step, fullgraph=True, backend=backend)(graph, x)
+    got.backward()
+    torch.testing.assert_close(got, step(graph, x), rtol=1e-5, atol=1e-5)
+    assert kept and torch.bool not in kept

@@ -14,6 +14,10 @@ Its gradients are ops of the same kind (``segment_matmul`` with the transposed w
 ``segment_outer`` for ``weight``, ``segment_sum`` for ``bias``), so a compiled backward needs no
 graph break either.
 
+``seastar::sorted_segment_matmul``: the same product per group where a group's rows are not
+adjacent but listed by a permutation (vertices grouped by node type), gathering and scattering
+them inside the op (its docstring says why).
+
 ``gather_rows(table, index)``: ``table.index_select(0, index)`` inside compiled code, as the op
 ``seastar::gather_rows`` whose gradient is ``seastar::scatter_add_rows`` (ATen's ``index_add_``).
 The typed layers gather many rows by index (vertices by type, pairs by source); the gradient of a
@@ -132,6 +136,57 @@ def _backward(ctx, grad):
 segment_matmul.register_autograd(_backward, setup_context=_setup_context)
 
 
+# ---- the product per group of rows that are not adjacent --------------------------------------------
+
+def _check_order(x: torch.Tensor, perm: torch.Tensor, inv: torch.Tensor) -> None:
+    n = x.shape[0]
+    if perm.dim() != 1 or inv.dim() != 1 or perm.shape[0] != n or inv.shape[0] != n:
+        raise ValueError(f"seastar::sorted_segment_matmul: perm {tuple(perm.shape)} and inv {tuple(inv.shape)} must "
+                         f"each hold one index per row of x ({n} rows)")
+
+
+@torch.library.custom_op("seastar::sorted_segment_matmul", mutates_args=())
+def sorted_segment_matmul(x: torch.Tensor, perm: torch.Tensor, inv: torch.Tensor, counts: torch.Tensor,
+                          weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``segment_matmul`` of the rows in the order ``perm`` (grouped: the first ``counts[0]`` of
+    that order form group 0, ...), the result back in ``x``'s order (``inv``, the inverse of
+    ``perm``): ``out[perm[i]] = x[perm[i]] @ weight[group of i] (+ bias)``.
+
+    One op rather than a gather, the product and a gather back, so that backward keeps ``x``
+    itself, not its sorted copy: the sorted rows are gathered again there. ``x`` is usually a
+    tensor backward keeps anyway (the previous layer's activation, or features), so the copy is
+    memory saved; and in compiled code, an activation that backward keeps lets its gradient be
+    computed from it instead of from a mask stored in the forward (a bool tensor, whose store
+    Inductor's CPU code runs far slower than ATen's comparison)."""
+    _check_order(x, perm, inv)
+    return segment_matmul(x.index_select(0, perm), counts, weight, bias).index_select(0, inv)
+
+
+@sorted_segment_matmul.register_fake
+def _sorted_segment_matmul_fake(x, perm, inv, counts, weight, bias=None):
+    _check_order(x, perm, inv)
+    return x.new_empty(tuple(x.shape[:-1]) + (weight.shape[-1],))
+
+
+def _sorted_setup_context(ctx, inputs, output):
+    x, perm, inv, counts, weight, _ = inputs
+    ctx.save_for_backward(x, perm, inv, counts, weight)
+
+
+def _sorted_backward(ctx, grad):
+    x, perm, inv, counts, weight = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    gs = gather_rows_op(grad.contiguous(), perm)  # the output's gradient in the sorted order
+    gx = gw = gb = None
+    if need[0]:
+        gx = gather_rows_op(segment_matmul(gs, counts, weight.transpose(-1, -2).contiguous()), inv)
+    if need[4]:
+        gw = segment_outer(gather_rows_op(x, perm), gs, counts)
+    if len(need) > 5 and need[5]:
+        gb = segment_sum(gs, counts)
+    return gx, None, None, None, gw, gb
+
+
 # ---- row gathers ------------------------------------------------------------------------------------
 
 def gather_rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -184,3 +239,4 @@ def _scatter_backward(ctx, grad):
 
 gather_rows_op.register_autograd(_gather_backward, setup_context=_gather_setup)
 scatter_add_rows.register_autograd(_scatter_backward, setup_context=_scatter_setup)
+sorted_segment_matmul.register_autograd(_sorted_backward, setup_context=_sorted_setup_context)

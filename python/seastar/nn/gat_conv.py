@@ -22,6 +22,7 @@ from ._precision import float32_inside
 from ._programs import weighted_sum
 from ._recompute import recomputed_projection
 from ._utils import add_bias, dropout_mask, glorot, zeros
+from .relations import TYPICAL_FANOUT
 from .softmax import edge_softmax
 
 log = logging.getLogger("seastar")
@@ -78,8 +79,6 @@ def _aggregates_first_typical(bipartite: bool, F_in: int, H: int, C: int, loops:
     ns = nd + E if bipartite else nd
     return _aggregate_is_cheaper(ns, nd, E + (nd if loops else 0), F_in, H, C)
 
-
-TYPICAL_FANOUT = 10
 
 
 class GATConv(HomogeneousLayer):

@@ -22,7 +22,7 @@ from ._utils import check_graph, dense, glorot, zeros
 from ._row_ops import gather_rows
 from .node_types import node_type_groups, typed_linear
 from .relation_pairs import relation_matmul, relation_pairs
-from .relations import MODES, cheapest, edge_types, per_edge_cost, per_pair_cost
+from .relations import MODES, cheapest, edge_types, per_edge_cost, per_pair_cost, typical_sizes
 
 
 @vertex_program(name="hgt_typed")
@@ -64,6 +64,23 @@ def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
     r, h, d, e = blocks.shape
     eye = torch.eye(h, dtype=blocks.dtype, device=blocks.device)
     return torch.einsum("rhde,hg->rhdge", blocks, eye).reshape(r, h * d, h * e)
+
+
+def _costs(num_edges: int, num_pairs: int, H: int, d: int, x_grad: bool) -> Dict[str, int]:
+    # per edge: k and v through the block-diagonal [H*d, H*d] matrices, 2 (H*d)^2 multiply-adds
+    # a pass; the step measures about three times that of R-GCN's per-edge product
+    # (benchmarks/bench_typed_paths.py: the attention's extra passes over the edges), so its
+    # edges count 6 (H*d)^2. Per pair: through the H [d, d] blocks, k and v rows in and out.
+    return {"per_edge": per_edge_cost(num_edges, 6 * (H * d) ** 2, x_grad),
+            "per_pair": per_pair_cost(num_pairs, 2 * H * d * d, 4 * H * d, x_grad)}
+
+
+@torch._dynamo.assume_constant_result
+def _typical_mode(bipartite: bool, num_relations: int, H: int, d: int, x_grad: bool) -> str:
+    """The cheaper path on a graph of typical sizes for its kind. On a block every pair is an
+    edge of its own, so a narrow single-head layer takes the per-edge path (the pair path moves
+    each row in and out besides); otherwise the pairs, whose transform is H times cheaper per row."""
+    return cheapest(_costs(*typical_sizes(bipartite, num_relations), H, d, x_grad))
 
 
 class HGTConv(nn.Module):
@@ -120,7 +137,8 @@ class HGTConv(nn.Module):
 
     ``mode="auto"`` takes the cheaper path by ``mode_costs``, the cost model :class:`RGCNConv`
     uses too (``seastar.nn.relations``): ``per_edge`` only when nearly every (source, relation)
-    pair is distinct and the rows are narrow. ``per_edge`` with trainable
+    pair is distinct and the rows are narrow. In compiled code, which serves graphs of every
+    size, the same model on a graph of sizes typical of its kind (``choose_mode``). ``per_edge`` with trainable
     relation matrices runs fused only where the fused backend reduces parameter gradients.
     """
 
@@ -179,25 +197,20 @@ class HGTConv(nn.Module):
         graph = self._square(graph)
         pairs = relation_pairs(graph, self.num_edge_types, "HGTConv")
         H, d = self.heads, self.out_channels // self.heads
-        # per edge: k and v through the block-diagonal [H*d, H*d] matrices, 2 (H*d)^2 multiply-adds
-        # a pass; the step measures about three times that of R-GCN's per-edge product
-        # (benchmarks/bench_typed_paths.py: the attention's extra passes over the edges), so its
-        # edges count 6 (H*d)^2. Per pair: through the H [d, d] blocks, k and v rows in and out.
-        return {"per_edge": per_edge_cost(graph.num_edges, 6 * (H * d) ** 2, x_grad),
-                "per_pair": per_pair_cost(pairs.num_pairs, 2 * H * d * d, 4 * H * d, x_grad)}
+        return _costs(graph.num_edges, pairs.num_pairs, H, d, x_grad)
 
-    def choose_mode(self, graph: Graph, x_grad: bool = True) -> str:
+    def choose_mode(self, graph: Graph, x_grad: bool = True, bipartite: Optional[bool] = None) -> str:
         """The ``mode`` argument, or the cheapest path by ``mode_costs``; an untyped graph takes
-        ``per_pair`` (its pairs are its vertices)."""
+        ``per_pair`` (its pairs are its vertices). In compiled code, the cheapest on a graph of
+        sizes typical of its kind (``bipartite``: a block's square form is a block's, by default
+        as ``graph`` is), whatever its sizes (``relations.typical_sizes``)."""
         if not graph.has_edge_types:
             return "per_pair"
         if self.mode != "auto":
             return self.mode
         if torch.compiler.is_compiling():
-            # compiled code serves graphs of every size, so it cannot choose by their sizes: the
-            # pairs, whose transform is H times cheaper per row than the block-diagonal per-edge
-            # one and which the op seastar::relation_pairs gives per graph
-            return "per_pair"
+            return _typical_mode(graph.is_bipartite if bipartite is None else bipartite, self.num_edge_types,
+                                 self.heads, self.out_channels // self.heads, x_grad)
         return cheapest(self.mode_costs(graph, x_grad))
 
     @float32_inside
@@ -289,7 +302,7 @@ class HGTConv(nn.Module):
         if not torch.is_grad_enabled():
             k_rel, v_rel, p_rel = k_rel.detach(), v_rel.detach(), p_rel.detach()
         mu = p_rel / math.sqrt(d)  # [R, H]
-        if self.choose_mode(square, k.requires_grad or val.requires_grad) == "per_edge":
+        if self.choose_mode(square, k.requires_grad or val.requires_grad, graph.is_bipartite) == "per_edge":
             # torch.compile traces the function (the constants enter the compiled code), not its cache
             head_maps = _head_maps.__wrapped__ if torch.compiler.is_compiling() else _head_maps
             S, ST = head_maps(H, d, x_src.dtype, str(x_src.device))

@@ -7,8 +7,8 @@
 * Inside compiled code it is traced on the graph's node types for whatever graph comes at run
   time, with the sizes as a tensor.
 
-Either way the GEMMs, biases included, are one op, ``seastar::segment_matmul``, that takes the
-sizes as a tensor.
+Either way the GEMMs, biases included, are one op, ``seastar::sorted_segment_matmul``, that takes
+the sizes as a tensor and gathers the rows by type itself.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import torch
 
 from ..graph import Graph, tensor_of
 from ..graph_ops import derived
-from ._row_ops import gather_rows, segment_matmul
+from ._row_ops import sorted_segment_matmul
 
 
 class NodeTypeGroups(NamedTuple):
@@ -68,6 +68,6 @@ def typed_linear(x: torch.Tensor, groups: NodeTypeGroups, weight: torch.Tensor,
         out = x @ weight[t]
         return out if bias is None else out + bias[t]
     counts = groups.counts if isinstance(groups.counts, torch.Tensor) else torch.tensor(groups.counts)
-    # the op writes each type's product, its bias added, in place: no per-type pieces to concatenate
-    out = segment_matmul(gather_rows(x, groups.perm.to(x.device)), counts, weight, bias)
-    return gather_rows(out, groups.inv.to(x.device))
+    # the op writes each type's product, its bias added, in place: no per-type pieces to concatenate;
+    # and keeps x for backward, not a sorted copy of it
+    return sorted_segment_matmul(x, groups.perm.to(x.device), groups.inv.to(x.device), counts, weight, bias)

@@ -10,7 +10,7 @@ relation) pair: ``per_edge_cost``, ``per_pair_cost`` and ``cheapest``, used by
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Tuple
 
 import torch
 
@@ -57,6 +57,25 @@ def per_pair_cost(num_pairs: int, macs_per_pair: int, row_floats: int, x_grad: b
     and pass), moving its ``row_floats`` in and out three times (gather, scatter, the backward's
     gather of the gradient)."""
     return passes(x_grad) * num_pairs * macs_per_pair + ROW_COST * 3 * num_pairs * row_floats
+
+
+# Compiled code serves graphs of every size, so where eager code chooses a path by the graph's
+# sizes it chooses by the sizes typical of the graph's kind (choosing by the sizes given would be
+# a guard, and a recompile wherever the choice flips).
+TYPICAL_FANOUT = 10
+
+
+def typical_sizes(bipartite: bool, num_relations: int) -> Tuple[int, int]:
+    """``(edges, distinct (source, relation) pairs)`` of a graph typical of its kind: a sampled
+    block of ``TYPICAL_FANOUT`` in-edges per destination, each from a source of its own (every
+    pair distinct), or a square graph of that mean degree whose out-edges take random relations
+    (a vertex's expected distinct relations, ``R (1 - (1 - 1/R)^deg)``)."""
+    n = 1000
+    edges = TYPICAL_FANOUT * n
+    if bipartite:
+        return edges, edges
+    r = max(1, num_relations)
+    return edges, min(edges, int(n * r * (1 - (1 - 1 / r) ** TYPICAL_FANOUT)))
 
 
 def cheapest(costs: Dict[str, int]) -> str:
