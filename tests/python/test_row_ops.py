@@ -112,7 +112,8 @@ def _sorted_reference(x, types, weight, bias=None):
 
 
 @pytest.mark.parametrize("with_bias", [False, True], ids=["no_bias", "bias"])
-@pytest.mark.parametrize("types", [[2, 0, 2, 1, 0, 2, 2], [1, 1, 1], [0, 2, 0, 2]], ids=["mixed", "one_type", "empty_type"])
+@pytest.mark.parametrize("types", [[2, 0, 2, 1, 0, 2, 2], [1, 1, 1], [0, 2, 0, 2]],
+                         ids=["mixed", "one_type", "empty_type"])
 def test_sorted_segment_matmul_equals_a_product_per_row_with_every_gradient(types, with_bias):
     gen = torch.Generator().manual_seed(9)
     types = torch.tensor(types)

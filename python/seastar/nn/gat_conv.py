@@ -80,7 +80,6 @@ def _aggregates_first_typical(bipartite: bool, F_in: int, H: int, C: int, loops:
     return _aggregate_is_cheaper(ns, nd, E + (nd if loops else 0), F_in, H, C)
 
 
-
 class GATConv(HomogeneousLayer):
     r"""Graph attention: per head ``k``, ``h = x W`` split into heads ``[N, H, C]``,
 

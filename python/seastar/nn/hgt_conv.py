@@ -138,8 +138,9 @@ class HGTConv(nn.Module):
     ``mode="auto"`` takes the cheaper path by ``mode_costs``, the cost model :class:`RGCNConv`
     uses too (``seastar.nn.relations``): ``per_edge`` only when nearly every (source, relation)
     pair is distinct and the rows are narrow. In compiled code, which serves graphs of every
-    size, the same model on a graph of sizes typical of its kind (``choose_mode``). ``per_edge`` with trainable
-    relation matrices runs fused only where the fused backend reduces parameter gradients.
+    size, the same model on a graph of sizes typical of its kind (``choose_mode``). ``per_edge``
+    with trainable relation matrices runs fused only where the fused backend reduces parameter
+    gradients.
     """
 
     metadata_mode = False  # PyG's metadata form is the subclass HGTDictConv
