@@ -17,18 +17,21 @@ from typing import Optional
 import torch
 
 
+def _check(x: torch.Tensor) -> None:
+    if x.dim() < 1:
+        raise ValueError(f"seastar::column_sum: x must have a row dimension, got shape {tuple(x.shape)}")
+
+
 @torch.library.custom_op("seastar::column_sum", mutates_args=())
 def column_sum(x: torch.Tensor) -> torch.Tensor:
     """``x`` [rows, ...] -> ``x.sum(0)``."""
-    if x.dim() < 1:
-        raise ValueError(f"seastar::column_sum: x must have a row dimension, got shape {tuple(x.shape)}")
+    _check(x)
     return x.sum(0)
 
 
 @column_sum.register_fake
 def _column_sum_fake(x):
-    if x.dim() < 1:
-        raise ValueError(f"seastar::column_sum: x must have a row dimension, got shape {tuple(x.shape)}")
+    _check(x)
     return x.new_empty(x.shape[1:])
 
 

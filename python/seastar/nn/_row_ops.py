@@ -64,6 +64,12 @@ def segment_matmul(x: torch.Tensor, counts: torch.Tensor, weight: torch.Tensor,
     """``x`` [N, in] in groups of ``counts`` [G] rows, ``weight`` [G, in, out], ``bias`` [G, out]
     or None -> [N, out]; or ``x`` [N, H, d], ``weight`` [G, H, d, e], ``bias`` [G, H, e] or None
     -> [N, H, e]."""
+    return _grouped_product(x, counts, weight, bias)
+
+
+def _grouped_product(x: torch.Tensor, counts: torch.Tensor, weight: torch.Tensor,
+                     bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """``segment_matmul``'s body, for the ops that call it from their own."""
     _check(x, counts, weight, bias)
     out = x.new_empty(x.shape[:-1] + weight.shape[-1:])
     start = 0
@@ -159,7 +165,7 @@ def sorted_segment_matmul(x: torch.Tensor, perm: torch.Tensor, inv: torch.Tensor
     computed from it instead of from a mask stored in the forward (a bool tensor, whose store
     Inductor's CPU code runs far slower than ATen's comparison)."""
     _check_order(x, perm, inv)
-    return segment_matmul(x.index_select(0, perm), counts, weight, bias).index_select(0, inv)
+    return _grouped_product(x.index_select(0, perm), counts, weight, bias).index_select(0, inv)
 
 
 @sorted_segment_matmul.register_fake

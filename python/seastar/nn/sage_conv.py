@@ -12,8 +12,7 @@ from ._layer import HomogeneousLayer
 from ._linear import Linear, is_uninitialized
 from ._linear_pair import linear_pair
 from ._precision import float32_inside
-from ._column_sum import bias_add
-from ._utils import all_ones, dense, linear
+from ._utils import add_bias, all_ones, dense, linear
 
 
 class SAGEConv(HomogeneousLayer):
@@ -98,7 +97,7 @@ class SAGEConv(HomogeneousLayer):
                 return self._finish(call, self._project_both(agg, s, x_src, weight))
             out = aggregate(agg, s, linear(x_src, self.lin_l.weight), weight, backend=self.backend)
             if self.lin_l.bias is not None:
-                out = bias_add(out, self.lin_l.bias) if torch.compiler.is_compiling() else out + self.lin_l.bias
+                out = add_bias(out, self.lin_l.bias)  # the aggregate is fresh: no backward reads it
             else:
                 fresh = False  # the aggregation's own output
         else:
@@ -126,13 +125,9 @@ class SAGEConv(HomogeneousLayer):
         give two [rows, in] gradients and their sum."""
         c = self.out_channels
         both = x_src @ torch.cat([self.lin_l.weight, self.lin_r.weight]).t()  # [num_src, 2 * out]
-        out = aggregate(agg, s, both[:, :c], weight, backend=self.backend)
-        root = both[:s.num_dst, c:]
-        if self.lin_l.bias is None:
-            return out + root
-        if torch.compiler.is_compiling():
-            return bias_add(out, self.lin_l.bias) + root
-        return out.add_(self.lin_l.bias).add_(root)  # the aggregate is fresh: no backward reads it
+        # the aggregate is fresh and no backward reads it: the bias and the root term add into it
+        out = add_bias(aggregate(agg, s, both[:, :c], weight, backend=self.backend), self.lin_l.bias)
+        return out.add_(both[:s.num_dst, c:])
 
     def _finish(self, call, out: torch.Tensor) -> torch.Tensor:
         if self.normalize:
