@@ -19,6 +19,7 @@ from . import graph_inputs
 from .graph import Graph
 from .graph_inputs import GraphKind, GraphTensors, kind_ints, rows, static_int
 from .reorder import destination_ordered as _reordered
+from .direct_ops import custom_op
 
 
 class Derivation(NamedTuple):
@@ -51,7 +52,7 @@ def register(name: str, derivation: Derivation) -> None:
     DERIVATIONS[name] = derivation
 
 
-@torch.library.custom_op("seastar::derived_graph", mutates_args=())
+@custom_op("seastar::derived_graph")
 def derived_graph_op(name: str, arg: int, graph: List[torch.Tensor], kind: List[int]) -> List[torch.Tensor]:
     g = graph_inputs.resolve(graph, kind)
     new = g.derive(DERIVATIONS[name].make, arg)

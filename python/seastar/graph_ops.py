@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, List, NamedTuple
 import torch
 
 from .graph_inputs import GraphConstant, GraphKind, GraphTensors, graph_class, kind_ints, own_tensor, resolve
+from .direct_ops import custom_op
 
 if TYPE_CHECKING:  # pragma: no cover
     from .graph import Graph
@@ -149,7 +150,7 @@ def derived(graph: "Graph", fn, *args) -> Any:
     return graph.derive(fn, *args)
 
 
-@torch.library.custom_op("seastar::graph_tensor", mutates_args=())
+@custom_op("seastar::graph_tensor")
 def graph_tensor(ref: TensorRef) -> torch.Tensor:
     # a copy: compiled code owns its outputs and may reuse their memory
     return ref.tensor.clone()
@@ -179,7 +180,7 @@ def graph_tensor_of(graph: "Graph", name: str):
     return graph_tensor_of_op(name, graph._in.op_args(), kind_ints(graph))
 
 
-@torch.library.custom_op("seastar::graph_tensor_of", mutates_args=())
+@custom_op("seastar::graph_tensor_of")
 def graph_tensor_of_op(name: str, graph: List[torch.Tensor], kind: List[int]) -> torch.Tensor:
     t = own_tensor(resolve(graph, kind), name)
     return t.to(torch.int64, copy=True)  # a copy: compiled code owns its outputs

@@ -38,6 +38,7 @@ from .graph_inputs import GraphKind, graph_by_uid, kind_ints, same_size, static_
 # what compiled code reads of a graph: re-exported, the names layers and tests use
 from .graph_ops import COMPILED_VIEW, GraphRefs, TensorRef, derived, graph_tensor, graph_tensor_of  # noqa: F401
 from .graph_ops import to_refs  # noqa: F401
+from .direct_ops import custom_op
 
 _lock = threading.Lock()
 
@@ -256,7 +257,7 @@ def _profiled(name: str):
     return contextlib.nullcontext()
 
 
-@torch.library.custom_op("seastar::vertex_program", mutates_args=())
+@custom_op("seastar::vertex_program")
 def vertex_program(signature: str, graph: List[torch.Tensor], kind: List[int],
                    tensors: List[torch.Tensor]) -> List[torch.Tensor]:
     sig = _signature_of(signature)
@@ -284,7 +285,7 @@ def _vertex_program_fake(signature, graph, kind, tensors):
     return [like.new_empty(s) for s in _output_shapes(sig, graph[2].shape[0], graph[3].shape[0])]
 
 
-@torch.library.custom_op("seastar::vertex_program_backward", mutates_args=())
+@custom_op("seastar::vertex_program_backward")
 def vertex_program_backward(signature: str, graph: List[torch.Tensor], kind: List[int], tensors: List[torch.Tensor],
                             grad_outputs: List[torch.Tensor]) -> List[torch.Tensor]:
     sig = _signature_of(signature)

@@ -16,13 +16,15 @@ from typing import Optional
 
 import torch
 
+from ..direct_ops import custom_op
+
 
 def _check(x: torch.Tensor) -> None:
     if x.dim() < 1:
         raise ValueError(f"seastar::column_sum: x must have a row dimension, got shape {tuple(x.shape)}")
 
 
-@torch.library.custom_op("seastar::column_sum", mutates_args=())
+@custom_op("seastar::column_sum")
 def column_sum(x: torch.Tensor) -> torch.Tensor:
     """``x`` [rows, ...] -> ``x.sum(0)``."""
     _check(x)

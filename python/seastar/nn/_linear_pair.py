@@ -7,7 +7,9 @@ the first result into it, a [rows, out] copy in the forward (and Inductor fuses 
 into such an ``addmm`` when the sum is written out of place). As an op, the pair is opaque to
 both: its body is the eager one, so compiled and eager forwards do the same work. Its gradient
 is plain products, which compiled code traces and Inductor fuses with what is around them, and
-the bias's column sum (``seastar::column_sum``).
+the bias's column sum (``seastar::column_sum``). SAGEConv passes no bias and adds it with
+``bias_add`` instead: traced, the add joins the pass of what follows (an activation), where
+``addmm`` would first copy the bias into every row of the output.
 Layers call it only inside compiled code (``torch.compiler.is_compiling()``); eagerly they keep
 their own ``addmm_``, whose autograd also gives higher derivatives.
 """
@@ -18,6 +20,7 @@ from typing import Optional
 import torch
 
 from ._column_sum import column_sum
+from ..direct_ops import custom_op
 
 
 def _check(a: torch.Tensor, w_a: torch.Tensor, x: torch.Tensor, w_x: torch.Tensor,
@@ -30,7 +33,7 @@ def _check(a: torch.Tensor, w_a: torch.Tensor, x: torch.Tensor, w_x: torch.Tenso
                          "([N, A], [out, A], [N, X], [out, X], [out])")
 
 
-@torch.library.custom_op("seastar::linear_pair", mutates_args=())
+@custom_op("seastar::linear_pair")
 def linear_pair(a: torch.Tensor, w_a: torch.Tensor, x: torch.Tensor, w_x: torch.Tensor,
                 bias: Optional[torch.Tensor]) -> torch.Tensor:
     """``a`` [N, A], ``w_a`` [out, A], ``x`` [N, X], ``w_x`` [out, X], ``bias`` [out] or None ->

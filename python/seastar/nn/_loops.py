@@ -26,6 +26,7 @@ from ..graph import Graph
 from ..graph_inputs import kind_ints, resolve
 from ..graph_ops import derived
 from ._structure import Structure, make_graph
+from ..direct_ops import custom_op
 
 REDUCTIONS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "amax", "min": "amin", "mul": "prod"}
 
@@ -78,7 +79,7 @@ def _compiled_loops(s: Structure, lg: LoopGraph) -> bool:
     return torch.compiler.is_compiling() and not s.padded and lg.num_loops == min(s.num_src, s.num_dst)
 
 
-@torch.library.custom_op("seastar::loop_ids", mutates_args=())
+@custom_op("seastar::loop_ids")
 def loop_ids_op(graph: List[torch.Tensor], kind: List[int], num_loops: int,
                 loop_edge_rows: torch.Tensor) -> List[torch.Tensor]:
     """``LoopIds`` of the given graph, whose loop graph has ``loop_edge_rows`` edges."""

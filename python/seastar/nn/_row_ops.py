@@ -30,6 +30,8 @@ from typing import List, Optional
 
 import torch
 
+from ..direct_ops import custom_op
+
 
 def _bounds(counts: torch.Tensor, rows: int, op: str) -> List[int]:
     sizes = [int(c) for c in counts.tolist()]
@@ -58,7 +60,7 @@ def _product(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], out: t
             torch.mm(x[:, h], w[h], out=out[:, h]) if b is None else torch.addmm(b[h], x[:, h], w[h], out=out[:, h])
 
 
-@torch.library.custom_op("seastar::segment_matmul", mutates_args=())
+@custom_op("seastar::segment_matmul")
 def segment_matmul(x: torch.Tensor, counts: torch.Tensor, weight: torch.Tensor,
                    bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``x`` [N, in] in groups of ``counts`` [G] rows, ``weight`` [G, in, out], ``bias`` [G, out]
@@ -85,7 +87,7 @@ def _segment_matmul_fake(x, counts, weight, bias=None):
     return x.new_empty(tuple(x.shape[:-1]) + (weight.shape[-1],))
 
 
-@torch.library.custom_op("seastar::segment_outer", mutates_args=())
+@custom_op("seastar::segment_outer")
 def segment_outer(x: torch.Tensor, grad: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     """``x_g^T @ grad_g`` per group (per head) -> [G, in, out] or [G, H, d, e] (zeros for an
     empty group): the weight's gradient."""
@@ -107,7 +109,7 @@ def _segment_outer_fake(x, grad, counts):
     return x.new_empty((counts.shape[0],) + tuple(x.shape[1:]) + (grad.shape[-1],))
 
 
-@torch.library.custom_op("seastar::segment_sum", mutates_args=())
+@custom_op("seastar::segment_sum")
 def segment_sum(grad: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     """The sum of each group's rows -> [G, ...] (zeros for an empty group): the bias's gradient."""
     out = grad.new_zeros((counts.numel(),) + tuple(grad.shape[1:]))
@@ -151,7 +153,7 @@ def _check_order(x: torch.Tensor, perm: torch.Tensor, inv: torch.Tensor) -> None
                          f"each hold one index per row of x ({n} rows)")
 
 
-@torch.library.custom_op("seastar::sorted_segment_matmul", mutates_args=())
+@custom_op("seastar::sorted_segment_matmul")
 def sorted_segment_matmul(x: torch.Tensor, perm: torch.Tensor, inv: torch.Tensor, counts: torch.Tensor,
                           weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``segment_matmul`` of the rows in the order ``perm`` (grouped: the first ``counts[0]`` of
@@ -202,7 +204,7 @@ def gather_rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return table.index_select(0, index)
 
 
-@torch.library.custom_op("seastar::gather_rows", mutates_args=())
+@custom_op("seastar::gather_rows")
 def gather_rows_op(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return table.index_select(0, index)
 
@@ -212,7 +214,7 @@ def _gather_rows_fake(table, index):
     return table.new_empty((index.shape[0],) + tuple(table.shape[1:]))
 
 
-@torch.library.custom_op("seastar::scatter_add_rows", mutates_args=())
+@custom_op("seastar::scatter_add_rows")
 def scatter_add_rows(grad: torch.Tensor, index: torch.Tensor, num_rows: int) -> torch.Tensor:
     """``out[index[i]] += grad[i]`` into ``num_rows`` zero rows: a gather's gradient."""
     return grad.new_zeros((num_rows,) + tuple(grad.shape[1:])).index_add_(0, index, grad)

@@ -25,6 +25,7 @@ import torch
 from ..graph import Graph, tensor_of
 from ..graph_inputs import GraphKind, GraphTensors, same_size
 from ._tensor_cache import GRAPHS
+from ..direct_ops import custom_op
 
 log = logging.getLogger("seastar")
 
@@ -257,7 +258,7 @@ def typed_square(edge_index: torch.Tensor, edge_type: torch.Tensor, num_src: int
 
 
 # -- PyG's edge_index inside compiled code ---------------------------------------------------------
-@torch.library.custom_op("seastar::graph_of_edge_index", mutates_args=())
+@custom_op("seastar::graph_of_edge_index")
 def graph_of_edge_index_op(edge_index: torch.Tensor, src_rows: torch.Tensor, dst_rows: torch.Tensor,
                            flow: str) -> torch.Tensor:
     # checked and built once per tensor (its identity and version), as an eager call does
@@ -283,7 +284,7 @@ def graph_of_edge_index(edge_index: torch.Tensor, num_src, num_dst, flow: str) -
     return Graph._view(GraphTensors(handle, src, dst, edges), kind)
 
 
-@torch.library.custom_op("seastar::typed_graph_of_edge_index", mutates_args=())
+@custom_op("seastar::typed_graph_of_edge_index")
 def typed_graph_of_edge_index_op(edge_index: torch.Tensor, edge_type: torch.Tensor, src_rows: torch.Tensor,
                                  dst_rows: torch.Tensor, num_relations: int, layer: str) -> torch.Tensor:
     # checked and built once per pair of tensors, as an eager call does

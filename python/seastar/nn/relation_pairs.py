@@ -22,6 +22,7 @@ from ..graph_inputs import GraphKind, GraphTensors, graph_class, kind_ints, reso
 from ..graph_ops import derived
 from ._row_ops import gather_rows, segment_matmul
 from .relations import edge_types
+from ..direct_ops import custom_op
 
 
 class RelationPairs(NamedTuple):
@@ -136,7 +137,7 @@ def _padded_pairs(graph: Graph, num_relations: int):
     return (p.graph._in.handle, rows(p.graph.num_nodes)) + _with_padding(p)
 
 
-@torch.library.custom_op("seastar::relation_pairs", mutates_args=())
+@custom_op("seastar::relation_pairs")
 def relation_pairs_op(num_relations: int, graph: List[torch.Tensor], kind: List[int]) -> List[torch.Tensor]:
     g = resolve(graph, kind)
     return [t.clone() for t in g.derive(_padded_pairs, num_relations)]  # copies: compiled code owns its outputs

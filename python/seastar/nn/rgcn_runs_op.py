@@ -21,6 +21,7 @@ import torch
 from ..graph import Graph
 from ..graph_inputs import kind_ints, resolve
 from .rgcn_runs import graph_run_plans, run_backward, run_forward
+from ..direct_ops import custom_op
 
 
 def per_run_op(graph: Graph, x: torch.Tensor, W: torch.Tensor, mean: bool, backend: Optional[str]) -> torch.Tensor:
@@ -37,7 +38,7 @@ def _plans(graph: List[torch.Tensor], kind: List[int], x: torch.Tensor, W: torch
     return graph_run_plans(g, W.shape[0], mean, x.device, x.dtype)
 
 
-@torch.library.custom_op("seastar::rgcn_per_run", mutates_args=())
+@custom_op("seastar::rgcn_per_run")
 def rgcn_per_run(graph: List[torch.Tensor], kind: List[int], x: torch.Tensor, W: torch.Tensor, mean: bool,
                  backend: Optional[str]) -> torch.Tensor:
     fwd, dfwd, _ = _plans(graph, kind, x, W, mean)
@@ -49,7 +50,7 @@ def _rgcn_per_run_fake(graph, kind, x, W, mean, backend):
     return x.new_empty((graph[1].shape[0], W.shape[2]))
 
 
-@torch.library.custom_op("seastar::rgcn_per_run_backward", mutates_args=())
+@custom_op("seastar::rgcn_per_run_backward")
 def rgcn_per_run_backward(graph: List[torch.Tensor], kind: List[int], x: torch.Tensor, W: torch.Tensor,
                           grad_out: torch.Tensor, mean: bool, backend: Optional[str], need_x: bool,
                           need_W: bool) -> List[torch.Tensor]:

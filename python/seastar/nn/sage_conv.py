@@ -103,7 +103,10 @@ class SAGEConv(HomogeneousLayer):
         else:
             h = aggregate(agg, s, dense(x_src), weight, backend=self.backend)
             if self._pairs_root(h, x_dst):
-                return self._finish(call, linear_pair(h, self.lin_l.weight, x_dst, self.lin_r.weight, self.lin_l.bias))
+                # the bias apart from the products: traced, Inductor adds it in the pass of what
+                # follows (an activation), where inside the op it is a [rows, out] copy of its own
+                out = linear_pair(h, self.lin_l.weight, x_dst, self.lin_r.weight, None)
+                return self._finish(call, add_bias(out, self.lin_l.bias))
             out = self.lin_l(h)
         if self.lin_r is not None and x_dst is not None:
             out = self._add_root(out, x_dst, fresh)
