@@ -14,7 +14,8 @@ its own loader, both with one seed: the same samples as separate graphs, so what
 once and keeps (a derived graph, run plans) is paid by each model, as in training, never by
 whichever stepped first. Reported: the
 first compiled step (mostly compilation) and the second, how many times torch compiled over
-the run (entries in Dynamo's cache, which a recompile per batch would grow), graph breaks, and
+the run (entries in Dynamo's cache, which a recompile per batch would grow; each change of the
+thread count by seastar's thread governor, reported beside it, is one too), graph breaks, and
 from the third batch on the sum, the median and the quartiles of each one's steps, with the
 ratio eager / compiled (above 1: compiled is faster) of the sums and, batch by batch, its
 median and quartiles (a batch's two steps run back to back, so that ratio does not drift with
@@ -113,6 +114,7 @@ def run_model(name: str, ds, loaders, args) -> dict:
     torch._dynamo.utils.counters.clear()
     compiled = torch.compile(model, fullgraph=True, dynamic=dynamic, backend=args.backend)
     steps = dict(eager=stepper(eager, args.device), compiled=stepper(compiled, args.device))
+    governed = ss.thread_governor_stats()
     times = dict(eager=[], compiled=[])
     batches = zip(*loaders)
     for i, (be, bc) in enumerate(bar(batches, desc=name, total=args.max_batches or len(loaders[0]))):
@@ -126,6 +128,10 @@ def run_model(name: str, ds, loaders, args) -> dict:
     if len(times["eager"]) < 3:
         raise SystemExit("need at least 3 batches (--max-batches, --num-nodes)")
     compiles = len(torch._dynamo.eval_frame._debug_get_cache_entry_list(TwoLayers.forward.__code__))
+    # the thread governor lowers torch's thread count while other processes take cores; compiled
+    # code guards on that count, so each change of it is a compile (SEASTAR_THREAD_GOVERNOR=0: none)
+    now = ss.thread_governor_stats()
+    governor = {k: now[k] - governed[k] for k in ("lowered", "restored")}
     steady = {k: t[2:] for k, t in times.items()}  # after any second compile
     modes = {}
     for layer in ("conv1", "conv2"):
@@ -135,7 +141,7 @@ def run_model(name: str, ds, loaders, args) -> dict:
     return dict(
         model=name, batches=len(times["eager"]), backend=args.backend, dynamic=args.dynamic,
         first_step_s={k: t[0] for k, t in times.items()}, second_step_s={k: t[1] for k, t in times.items()},
-        compiles=compiles, graph_breaks=sum(torch._dynamo.utils.counters["graph_break"].values()),
+        compiles=compiles, thread_governor=governor, graph_breaks=sum(torch._dynamo.utils.counters["graph_break"].values()),
         from_batch_3={k: spread(t) for k, t in steady.items()},
         eager_over_compiled=sum(steady["eager"]) / sum(steady["compiled"]),
         # each batch is a step of both, so its ratio is free of the machine's drift over the run
@@ -194,7 +200,9 @@ def main():
                                             prefetch=args.prefetch, device=args.device) for _ in range(2)]
         res = run_model(name, ds, loaders, args)
         e, c = res["from_batch_3"]["eager"], res["from_batch_3"]["compiled"]
-        print(f"{name}: {res['batches']} batches, {res['compiles']} compiles, {res['graph_breaks']} graph breaks; "
+        gov = res["thread_governor"]
+        print(f"{name}: {res['batches']} batches, {res['compiles']} compiles (thread governor: lowered "
+              f"{gov['lowered']}, restored {gov['restored']}), {res['graph_breaks']} graph breaks; "
               f"first step {res['first_step_s']['compiled']:.1f} s compiled ({res['first_step_s']['eager']:.2f} s "
               f"eager); from batch 3: {c['sum_s']:.2f} s compiled, {e['sum_s']:.2f} s eager, eager/compiled "
               f"x{res['eager_over_compiled']:.2f} (per batch: median x{res['paired_ratio']['median']:.2f} "

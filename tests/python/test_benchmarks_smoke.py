@@ -163,7 +163,10 @@ def test_compile_minibatch_benchmark_pairs_eager_and_compiled_steps(tmp_path):
     data = json.loads(out.read_text())
     assert data["meta"]["prefetch"] == 0
     (res,) = data["results"]
-    assert res["model"] == "sage" and res["batches"] == 8 and res["graph_breaks"] == 0 and 1 <= res["compiles"] <= 2
+    assert res["model"] == "sage" and res["batches"] == 8 and res["graph_breaks"] == 0 and res["compiles"] >= 1
     ratio = res["paired_ratio"]
     assert 0 < ratio["q1"] <= ratio["median"] <= ratio["q3"]
     assert res["from_batch_3"]["compiled"]["sum_s"] > 0 and res["eager_over_compiled"] > 0
+    # each change of torch's thread count by the governor is a compile: the report says how many
+    assert set(res["thread_governor"]) == {"lowered", "restored"}
+    assert res["compiles"] <= 2 + res["thread_governor"]["lowered"] + res["thread_governor"]["restored"]
