@@ -16,10 +16,10 @@ from typing import Callable, Dict, List, NamedTuple
 import torch
 
 from . import graph_inputs
+from .direct_ops import custom_op
 from .graph import Graph
 from .graph_inputs import GraphKind, GraphTensors, kind_ints, rows, static_int
 from .reorder import destination_ordered as _reordered
-from .direct_ops import custom_op
 
 
 class Derivation(NamedTuple):

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, List, NamedTuple
 
 import torch
 
-from .graph_inputs import GraphConstant, GraphKind, GraphTensors, graph_class, kind_ints, own_tensor, resolve
 from .direct_ops import custom_op
+from .graph_inputs import GraphConstant, GraphKind, GraphTensors, graph_class, kind_ints, own_tensor, resolve
 
 if TYPE_CHECKING:  # pragma: no cover
     from .graph import Graph

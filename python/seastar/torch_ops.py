@@ -33,12 +33,12 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from . import graph_inputs, reference
 from .backends import runs_fused
+from .direct_ops import custom_op
 from .graph import Graph
 from .graph_inputs import GraphKind, graph_by_uid, kind_ints, same_size, static_int  # noqa: F401
 # what compiled code reads of a graph: re-exported, the names layers and tests use
 from .graph_ops import COMPILED_VIEW, GraphRefs, TensorRef, derived, graph_tensor, graph_tensor_of  # noqa: F401
 from .graph_ops import to_refs  # noqa: F401
-from .direct_ops import custom_op
 
 _lock = threading.Lock()
 

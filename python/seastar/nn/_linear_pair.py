@@ -19,8 +19,8 @@ from typing import Optional
 
 import torch
 
-from ._column_sum import column_sum
 from ..direct_ops import custom_op
+from ._column_sum import column_sum
 
 
 def _check(a: torch.Tensor, w_a: torch.Tensor, x: torch.Tensor, w_x: torch.Tensor,

@@ -22,11 +22,11 @@ from typing import List, NamedTuple, Union
 import torch
 
 from ..derived_graphs import Derivation, register, self_loop_graph
+from ..direct_ops import custom_op
 from ..graph import Graph
 from ..graph_inputs import kind_ints, resolve
 from ..graph_ops import derived
 from ._structure import Structure, make_graph
-from ..direct_ops import custom_op
 
 REDUCTIONS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "amax", "min": "amin", "mul": "prod"}
 

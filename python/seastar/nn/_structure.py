@@ -22,10 +22,10 @@ from typing import NamedTuple, Optional
 
 import torch
 
+from ..direct_ops import custom_op
 from ..graph import Graph, tensor_of
 from ..graph_inputs import GraphKind, GraphTensors, same_size
 from ._tensor_cache import GRAPHS
-from ..direct_ops import custom_op
 
 log = logging.getLogger("seastar")
 

@@ -17,12 +17,12 @@ from typing import Callable, List, NamedTuple, Optional, Union
 
 import torch
 
+from ..direct_ops import custom_op
 from ..graph import Graph
 from ..graph_inputs import GraphKind, GraphTensors, graph_class, kind_ints, resolve, rows, static_int
 from ..graph_ops import derived
 from ._row_ops import gather_rows, segment_matmul
 from .relations import edge_types
-from ..direct_ops import custom_op
 
 
 class RelationPairs(NamedTuple):

@@ -18,10 +18,10 @@ from typing import List, Optional
 
 import torch
 
+from ..direct_ops import custom_op
 from ..graph import Graph
 from ..graph_inputs import kind_ints, resolve
 from .rgcn_runs import graph_run_plans, run_backward, run_forward
-from ..direct_ops import custom_op
 
 
 def per_run_op(graph: Graph, x: torch.Tensor, W: torch.Tensor, mean: bool, backend: Optional[str]) -> torch.Tensor:
