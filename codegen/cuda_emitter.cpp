@@ -33,11 +33,6 @@ bool split_capable(const Value& v) {
          v.op == Op::matvec_t || v.op == Op::outer;
 }
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
-  return s;
-}
-
 class CudaEmitter : public EmitterBase {
  public:
   using EmitterBase::EmitterBase;

@@ -30,6 +30,11 @@ std::string bcast_index(const Shape& a, const Shape& o, const std::string& k) {
   return expr.empty() ? "0" : "(" + expr + ")";
 }
 
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+  return s;
+}
+
 std::string bcast_index_rows(const Shape& a, const Shape& o, const std::string& row, const std::string& col) {
   const int64_t I = o.back();
   if (a == o) return "(" + row + " * " + std::to_string(I) + " + " + col + ")";

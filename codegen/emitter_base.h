@@ -232,5 +232,7 @@ class EmitterBase {
 std::string bcast_index(const ir::Shape& a, const ir::Shape& o, const std::string& k);
 /// The same for an element of `o` addressed as (row, col): col runs over `o`'s last axis.
 std::string bcast_index_rows(const ir::Shape& a, const ir::Shape& o, const std::string& row, const std::string& col);
+/// `s` with every `from` replaced by `to` (ops.def's std::f read as a target's own namespace).
+std::string replace_all(std::string s, const std::string& from, const std::string& to);
 
 }  // namespace seastar::codegen

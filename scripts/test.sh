@@ -4,8 +4,18 @@
 # under AddressSanitizer and UndefinedBehaviorSanitizer (scripts/sanitize.sh's CI budget, a
 # build of its own in build-sanitize/; SEASTAR_SKIP_SANITIZE=1 skips it). Extra arguments go to
 # pytest (e.g. -k gat).
+# pytest runs in two passes: every test not marked `serial` on one worker per core
+# (pytest-xdist, SEASTAR_TEST_WORKERS overrides the count, 1 runs in one process), whole files
+# to a worker, then the `serial` ones alone. It closes with the phases' times, the 20 slowest
+# tests and the 5 slowest test files (scripts/test_report.py; SEASTAR_TEST_REPORT=FILE also
+# writes it all as JSON).
 set -euo pipefail
+started=$SECONDS
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+report_dir=$(mktemp -d "${TMPDIR:-/tmp}/seastar-test-report.XXXXXX")
+trap 'rm -rf "$report_dir"' EXIT
+phase() { printf '%s\t%s\n' "$1" "$2" >> "$report_dir/phases.tsv"; }
+phase "set-up and build" $((SECONDS - started))
 # tests/compat compares seastar.nn with PyTorch Geometric (pure Python, pinned there; kept out of
 # requirements.txt, whose hash keys the shared venv); without network the folder is skipped
 if ! "$SEASTAR_PY" -c 'import torch_geometric' 2>/dev/null; then
@@ -20,12 +30,42 @@ if ! "$SEASTAR_PY" -c 'import pymetis' 2>/dev/null; then
   "$SEASTAR_PY" -m pip install -q -r "$ROOT/tests/distributed-requirements.txt" \
     || echo "(could not install it: the METIS tests will be skipped)"
 fi
+# pytest-xdist runs the Python tests on every core (tests/requirements.txt; kept out of
+# requirements.txt like PyG); without it they run in one process
+if ! "$SEASTAR_PY" -c 'import xdist' 2>/dev/null; then
+  echo "== installing pytest-xdist for the parallel test pass"
+  "$SEASTAR_PY" -m pip install -q -r "$ROOT/tests/requirements.txt" \
+    || echo "(could not install it: the Python tests run in one process)"
+fi
+t=$SECONDS
 echo "== C++ tests (ctest)"
 (cd "$SEASTAR_BUILD_DIR" && ctest --output-on-failure -j "$(nproc)")
-echo "== Python tests (pytest)"
+phase "ctest" $((SECONDS - t))
 cd "$ROOT"
-"$SEASTAR_PY" -m pytest -q tests/python tests/compat "$@"
+export SEASTAR_TEST_REPORT_DIR=$report_dir
+# pytest's exit status 5 is "no test selected" (a -k that matches only one pass): not a failure
+pass_ok() { [[ $1 == 0 || $1 == 5 ]]; }
+workers=${SEASTAR_TEST_WORKERS:-$(nproc)}
+parallel=()
+if ((workers > 1)) && "$SEASTAR_PY" -c 'import xdist' 2>/dev/null; then
+  parallel=(-n "$workers" --dist loadfile)
+fi
+t=$SECONDS
+echo "== Python tests (pytest -m 'not serial'${parallel:+, $workers workers})"
+rc=0; "$SEASTAR_PY" -m pytest -q "${parallel[@]}" -m "not serial" tests/python tests/compat "$@" || rc=$?
+phase "pytest, ${workers} workers" $((SECONDS - t))
+pass_ok $rc || exit $rc
+t=$SECONDS
+echo "== Python tests that need the machine to themselves (pytest -m serial)"
+rc=0; "$SEASTAR_PY" -m pytest -q -m serial tests/python tests/compat "$@" || rc=$?
+phase "pytest, serial" $((SECONDS - t))
+pass_ok $rc || exit $rc
+unset SEASTAR_TEST_REPORT_DIR
 if [[ -z ${SEASTAR_SKIP_SANITIZE:-} ]]; then
+  t=$SECONDS
   echo "== C++ core tests under -fsanitize=address,undefined (scripts/sanitize.sh, SANITIZE_SCOPE=core)"
   SANITIZE_SCOPE=core bash "$ROOT/scripts/sanitize.sh"
+  phase "sanitizer build and ctest" $((SECONDS - t))
 fi
+phase "all" $((SECONDS - started))
+"$SEASTAR_PY" "$ROOT/scripts/test_report.py" "$report_dir" ${SEASTAR_TEST_REPORT:+--json "$SEASTAR_TEST_REPORT"}

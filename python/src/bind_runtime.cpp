@@ -120,6 +120,16 @@ void bind_runtime(py::module_& m) {
   }, py::arg("source"), py::arg("name"),
      "Compiles (or loads from the kernel cache) C++ source defining seastar_entry, as the fused backend does; "
      "returns the shared object's path and whether it came from a cache. For tests and tools.");
+  m.def("jit_stats", [] {
+    const runtime::JitStats s = runtime::jit_stats();
+    py::dict d;
+    d["compiled"] = s.compiled;
+    d["compile_seconds"] = s.compile_seconds;
+    d["loaded_from_disk"] = s.loaded_from_disk;
+    d["reused"] = s.reused;
+    return d;
+  }, "What the host JIT did in this process: compiled (compiler runs), compile_seconds (their wall time), "
+     "loaded_from_disk (kernel cache entries loaded), reused (calls answered by an already loaded kernel).");
   m.def("install_caching_cpu_allocator", &runtime::install_caching_cpu_allocator,
         "Makes seastar's caching allocator torch's CPU allocator (runtime/cpu/cpu_allocator.h); returns "
         "whether it is in force.");

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 
@@ -20,6 +21,8 @@
 
 namespace seastar::runtime {
 namespace {
+
+JitStats g_stats;  // guarded by compile_cpu's mutex
 
 std::string join(const std::vector<std::string>& words) {
   std::string s;
@@ -82,7 +85,10 @@ void build(const std::string& source, const std::string& name, const Names& n, c
   argv.insert(argv.end(), tc.flags.begin(), tc.flags.end());
   argv.insert(argv.end(), {"-o", obj, src});
   log::info("compiling " + n.src());
+  const auto started = std::chrono::steady_clock::now();
   ProcessResult r = run_process(argv, work.fd());
+  ++g_stats.compiled;
+  g_stats.compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // a copy to read beside the entry, which the compiler's messages name; nothing compiles it
   try {
     cache::install(work.fd(), src, n.src());
@@ -119,6 +125,7 @@ CompiledKernel load_or_build(const std::string& source, const std::string& name,
   const cache::Found found = load(n.so(), n.key, &k, &why);
   if (found == cache::Found::hit) {
     k.cache_hit = true;
+    ++g_stats.loaded_from_disk;
     update_index(n, tc);
     return k;
   }
@@ -173,15 +180,25 @@ CompiledKernel load_indexed(const std::string& name, Names n, const HostToolchai
   }
   log::info("host compiler unavailable; loaded " + n.so() + " (built by " + entry.fields["compiler"] + ")");
   k.cache_hit = true;
+  ++g_stats.loaded_from_disk;
   return k;
+}
+
+std::mutex& compile_mutex() {
+  static std::mutex mutex;
+  return mutex;
 }
 
 }  // namespace
 
+JitStats jit_stats() {
+  std::lock_guard<std::mutex> lock(compile_mutex());
+  return g_stats;
+}
+
 CompiledKernel compile_cpu(const std::string& source, const std::string& name) {
-  static std::mutex mutex;
   static std::map<std::string, CompiledKernel> loaded;  // in-process cache by key
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<std::mutex> lock(compile_mutex());
 
   const HostToolchain& tc = host_toolchain();
   Names n;
@@ -194,6 +211,7 @@ CompiledKernel compile_cpu(const std::string& source, const std::string& name) {
   if (auto it = loaded.find(memo); it != loaded.end()) {
     CompiledKernel k = it->second;
     k.cache_hit = true;
+    ++g_stats.reused;
     return k;
   }
   const std::string dir = cache::ensure_dir();

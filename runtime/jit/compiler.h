@@ -38,4 +38,14 @@ struct CompiledKernel {
 /// file names).
 CompiledKernel compile_cpu(const std::string& source, const std::string& name);
 
+/// What compile_cpu did in this process: to find what a first call costs, and which tests compile
+/// the most (tests/python/conftest.py reports it per test file).
+struct JitStats {
+  int64_t compiled = 0;         ///< host-compiler runs
+  double compile_seconds = 0;   ///< their wall time
+  int64_t loaded_from_disk = 0; ///< entries the disk cache held
+  int64_t reused = 0;           ///< calls answered by a kernel this process had loaded
+};
+JitStats jit_stats();
+
 }  // namespace seastar::runtime

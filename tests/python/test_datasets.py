@@ -77,6 +77,7 @@ def test_citeseer_zero_feature_nodes():
     assert int((degree == 0).sum()) == 48  # as in PyTorch Geometric's CiteSeer
 
 
+@pytest.mark.serial  # a wall-clock bound
 def test_cora_is_fast_and_cached_loads_are_fresh():
     planetoid_mod._parse_cached.cache_clear()
     start = time.perf_counter()
@@ -301,6 +302,7 @@ def test_power_law_graph(num_nodes):
     assert not _same(g, D.power_law_graph(num_nodes, 16, seed=2, build_graph=False))
 
 
+@pytest.mark.serial  # a wall-clock bound
 def test_power_law_graph_large_is_fast():
     start = time.perf_counter()
     g = D.power_law_graph(200_000, 20, seed=0, build_graph=False)

@@ -233,6 +233,7 @@ def test_bad_arguments():
         plan(d, 2, "sage", calibration=CAL)
 
 
+@pytest.mark.serial  # real ranks and timed calibration
 def test_real_calibration_and_fit():
     cal = compute_rates(num_nodes=2000, num_edges=20000, width=16)
     for key in ("aggregation_rate", "gemm_rate", "sampling_rate", "gather_rate", "step_overhead_s", "base_rss_mb"):
@@ -250,6 +251,7 @@ def test_real_calibration_and_fit():
     assert all(r["epoch_s"] > 0 and r["peak_mb"] > cal["base_rss_mb"] for r in p.rows)
 
 
+@pytest.mark.serial  # real ranks and timed calibration
 def test_loop_fit_in_spawned_processes():
     """The calibration's k-process measurement: a training loop timed alone at two batch
     sizes, then in two processes at once with DDP; the line through the two points."""
@@ -262,6 +264,7 @@ def test_loop_fit_in_spawned_processes():
     assert cal["rank_threads"] == torch.get_num_threads()  # the ranks measure with the caller's threads
 
 
+@pytest.mark.serial  # real ranks and timed calibration
 def test_loop_together_runs_under_ddp():
     """The loop timed in k processes synchronises its gradients as training does (in the
     default group, given as None, as in a named one)."""

@@ -34,8 +34,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("SEASTAR_BUILD_DIR", ROOT / "build"))
 
-pytestmark = pytest.mark.skipif(os.environ.get("SEASTAR_SKIP_PACKAGING") == "1",
-                                reason="SEASTAR_SKIP_PACKAGING=1")
+# serial: builds the wheel and a consumer project into fixed folders (build-wheel/, build/packaging/) with every core
+pytestmark = [pytest.mark.skipif(os.environ.get("SEASTAR_SKIP_PACKAGING") == "1",
+                                reason="SEASTAR_SKIP_PACKAGING=1"),
+              pytest.mark.serial]
 
 
 def _project_version() -> str:

@@ -30,8 +30,10 @@ def _cpus() -> int:
     return len(os.sched_getaffinity(0))
 
 
-pytestmark = pytest.mark.skipif(not ss.thread_governor_stats()["available"] or not 2 <= _cpus() <= 16,
-                                reason="needs /proc/stat and 2 to 16 usable CPUs")
+# serial: the governor reads the machine's load, which another worker would change
+pytestmark = [pytest.mark.skipif(not ss.thread_governor_stats()["available"] or not 2 <= _cpus() <= 16,
+                                reason="needs /proc/stat and 2 to 16 usable CPUs"),
+              pytest.mark.serial]
 
 
 @ss.vertex_program
