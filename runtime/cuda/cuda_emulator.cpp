@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "codegen/launch_layout.h"
+#include "runtime/cuda/cuda_emulator_runtime.h"
+#include "runtime/jit/loaded_bindings.h"
 #include "seastar_device_headers.h"  // generated: runtime/device/*.cuh and the emulator header
 
 namespace seastar::runtime {
@@ -37,6 +39,10 @@ bool cuda_emulation_requested() {
 }
 
 std::string emulated_cuda_source(const codegen::CudaProgram& program) {
+  // every emulated kernel this process loads gets the emulator's threads (its source names them
+  // only through the table); registered before the first such kernel can be compiled or loaded
+  static const bool bound = (bind_loaded_objects(emulator::kBindSymbol, emulator::table()), true);
+  (void)bound;
   std::ostringstream out;
   out << "// Host emulation of generated CUDA (runtime/cuda/cuda_emulator.h). Do not edit.\n"
       << body_of(embedded("seastar_cuda_emulator.h"))
@@ -45,14 +51,14 @@ std::string emulated_cuda_source(const codegen::CudaProgram& program) {
       << body_of(embedded("seastar_group.cuh"));
   out << body_of(program.source.c_str());
   out << launch::entry_definition()
-      << "  Args a;\n  std::memset(&a, 0, sizeof a);\n"
+      << "  Args a;\n  __builtin_memset(&a, 0, sizeof a);\n"
       << "  a.N = sizes[" << launch::kNumDst << "];\n  a.E = sizes[" << launch::kNumEdges << "];\n  a.NS = sizes["
       << launch::kNumSrc << "];\n"
       << "  for (int i = 0; i < " << launch::kNumGraphArrays << "; ++i) a.G[i] = G[i];\n"
       << "  for (int b = 0; b < " << program.num_buffers << "; ++b) a.B[b] = B[b];\n"
-      << "  std::vector<unsigned long long> counters(" << std::max(program.num_counters, 1) << ", 0);\n"
-      << "  std::vector<T> scratch(" << std::max<int64_t>(program.scratch_elems, 1) << ", T(0));\n"
-      << "  a.counters = counters.data();\n  a.scratch = scratch.data();\n"
+      << "  unsigned long long* counters = new unsigned long long[" << std::max(program.num_counters, 1) << "]();\n"
+      << "  T* scratch = new T[" << std::max<int64_t>(program.scratch_elems, 1) << "]();\n"
+      << "  a.counters = counters;\n  a.scratch = scratch;\n"
       << "  const int64_t N = a.N, E = a.E, NS = a.NS;\n  (void)N; (void)E; (void)NS;\n";
   for (const codegen::CudaLaunch& l : program.launches) {
     std::string items;
@@ -61,17 +67,17 @@ std::string emulated_cuda_source(const codegen::CudaProgram& program) {
       case codegen::CudaLaunch::Items::Vertices: items = n; break;
       case codegen::CudaLaunch::Items::Edges: items = "E"; break;
       case codegen::CudaLaunch::Items::Chunks:
-        items = "std::max<int64_t>(1, std::min<int64_t>(" + n + ", " + std::to_string(l.count) + "))";
+        items = "sx::max<int64_t>(1, sx::min<int64_t>(" + n + ", " + std::to_string(l.count) + "))";
         break;
       case codegen::CudaLaunch::Items::Fixed: items = std::to_string(l.count); break;
     }
     out << "  { const int64_t items = " << items << ";\n"
-        << "    const int64_t blocks = std::min<int64_t>((items + " << l.mapping.groups_per_block - 1 << ") / "
+        << "    const int64_t blocks = sx::min<int64_t>((items + " << l.mapping.groups_per_block - 1 << ") / "
         << l.mapping.groups_per_block << ", " << kEmulatedMaxBlocks << ");\n"
         << "    if (items > 0) emu::launch(" << l.name << ", (unsigned)blocks, " << l.mapping.block_threads << "u, "
         << l.shared_bytes << ", a); }\n";
   }
-  out << "}\n";
+  out << "  delete[] counters;\n  delete[] scratch;\n}\n";
   return out.str();
 }
 

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "codegen/launch_layout.h"
 #include "core/util/file_names.h"
@@ -15,6 +17,7 @@
 #include "core/util/log.h"
 #include "runtime/jit/dlopen_fd.h"
 #include "runtime/jit/host_toolchain.h"
+#include "runtime/jit/loaded_bindings.h"
 #include "runtime/jit/subprocess.h"
 #include "runtime/jit/work_dir.h"
 #include "runtime/cpu/worker_pool.h"
@@ -23,6 +26,7 @@ namespace seastar::runtime {
 namespace {
 
 JitStats g_stats;  // guarded by compile_cpu's mutex
+std::vector<std::pair<std::string, const void*>> g_bindings;  // guarded by compile_cpu's mutex
 
 std::string join(const std::vector<std::string>& words) {
   std::string s;
@@ -66,6 +70,8 @@ cache::Found load(const std::string& so, const std::string& key, CompiledKernel*
   // the kernels' threads: a kernel without the hook (the CUDA emulation) needs none
   using BindFn = void (*)(const void*);
   if (auto bind = reinterpret_cast<BindFn>(dlsym(handle, launch::kBindRuntimeSymbol))) bind(kernel_runtime());
+  for (const auto& [symbol, table] : g_bindings)
+    if (auto bind = reinterpret_cast<BindFn>(dlsym(handle, symbol.c_str()))) bind(table);
   k->entry = entry_fn;
   k->path = so;
   return cache::Found::hit;
@@ -190,6 +196,11 @@ std::mutex& compile_mutex() {
 }
 
 }  // namespace
+
+void bind_loaded_objects(const char* symbol, const void* table) {
+  std::lock_guard<std::mutex> lock(compile_mutex());
+  g_bindings.emplace_back(symbol, table);
+}
 
 JitStats jit_stats() {
   std::lock_guard<std::mutex> lock(compile_mutex());

@@ -96,7 +96,7 @@ def test_emulated_cuda_is_not_the_cpu_kernel(tmp_path, monkeypatch, graph_factor
     src, dst = graph.edge_index.long()
     torch.testing.assert_close(out, torch.zeros_like(h).index_add(0, dst, 2.5 * h[src]))
     dumped = (tmp_path / "emu_probe.forward.f64_i32_cudaemu.cpp").read_text()
-    assert "seastar CUDA emulator" in dumped and "__global__" in dumped and "grp.next_base" in dumped
+    assert "seastar_bind_emulator" in dumped and "__global__" in dumped and "grp.next_base" in dumped
 
 
 @pytest.mark.parametrize("name", ["max_agg", "min_agg"])
