@@ -41,3 +41,11 @@ add_library(seastar_torch_python_libs INTERFACE)
 target_link_libraries(seastar_torch_python_libs INTERFACE seastar_torch_libs ${_tlib}/libtorch_python.so)
 add_library(seastar::torch_python ALIAS seastar_torch_python_libs)
 set(SEASTAR_TORCH_LIB_DIR ${_tlib})
+
+# A translation unit that includes torch's headers spends most of its compile parsing them
+# (tens of seconds each on a small machine), the same headers for every file of a target. The
+# targets with several such files compile them as one unity file, which parses them once; the
+# files keep their own anonymous namespaces' names apart (each name is unique in its target).
+function(seastar_torch_unity_build target)
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 0)
+endfunction()

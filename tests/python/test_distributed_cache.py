@@ -13,9 +13,6 @@ from seastar.distributed.feature_cache import capacity_rows
 
 import cache_workers as workers
 
-# serial: real ranks with time limits, on ports picked free at start
-pytestmark = pytest.mark.serial
-
 
 @pytest.mark.parametrize("policy", ["degree", "sampling"])
 def test_cache_is_exact_and_removes_most_remote_bytes(tmp_path, policy):

@@ -13,9 +13,6 @@ from pathlib import Path
 
 import pytest
 
-# serial: real ranks under torchrun with time limits, on ports picked free at start
-pytestmark = pytest.mark.serial
-
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "distributed" / "train.py"
 # the example partitions with METIS by default; without pymetis (tests/distributed-requirements.txt

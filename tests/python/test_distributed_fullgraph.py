@@ -15,9 +15,6 @@ from seastar.distributed import launch, load_partition, partition_graph
 import distributed_workers as workers
 from test_distributed_partition import messy_dataset
 
-# serial: real ranks with time limits, on ports picked free at start
-pytestmark = pytest.mark.serial
-
 TOL = 1e-9
 METHOD = "metis" if importlib.util.find_spec("pymetis") else "random"
 

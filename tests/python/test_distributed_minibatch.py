@@ -14,9 +14,6 @@ from seastar.distributed.minibatch import SeedShards
 
 import distributed_workers as workers
 
-# serial: real ranks with time limits, on ports picked free at start
-pytestmark = pytest.mark.serial
-
 
 @pytest.mark.parametrize("world,num_seeds,batch", [(1, 10, 3), (2, 140, 35), (3, 140, 35), (4, 7, 1), (3, 11, 4)])
 def test_shards_cover_every_seed_once(world, num_seeds, batch):
