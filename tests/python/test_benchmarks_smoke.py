@@ -170,3 +170,21 @@ def test_compile_minibatch_benchmark_pairs_eager_and_compiled_steps(tmp_path):
     # each change of torch's thread count by the governor is a compile: the report says how many
     assert set(res["thread_governor"]) == {"lowered", "restored"}
     assert res["compiles"] <= 2 + res["thread_governor"]["lowered"] + res["thread_governor"]["restored"]
+
+
+def test_first_compile_benchmark_times_each_call_and_its_compile(tmp_path):
+    out = tmp_path / "first_compile.json"
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_first_compile.py"), "--rounds", "1",
+           "--programs", "gatv2", "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, f"bench_first_compile.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    result = json.loads(out.read_text())
+    assert [x["program"] for x in result["rounds"]] == ["gatv2"]
+    for rec in result["rounds"]:
+        # a fresh cache: both calls compile, and each compile is part of its call's time
+        assert rec["forward_kernels"] >= 1 and rec["backward_kernels"] >= 1
+        assert 0 < rec["forward_compile_s"] <= rec["forward_s"] and 0 < rec["backward_compile_s"] <= rec["backward_s"]
+    assert set(result["summary"]) == {"gatv2"}
+    bad = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_first_compile.py"), "--programs",
+                          "gin9", "--out", str(out)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert bad.returncode != 0 and "unknown program ['gin9']" in bad.stderr
