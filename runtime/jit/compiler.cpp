@@ -67,7 +67,8 @@ cache::Found load(const std::string& so, const std::string& key, CompiledKernel*
     dlclose(handle);
     return cache::Found::bad;
   }
-  // the kernels' threads: a kernel without the hook (the CUDA emulation) needs none
+  // the C++ kernels' threads (the worker pool), then the tables registered through
+  // loaded_bindings.h (the CUDA emulator's); an object without a hook needs none
   using BindFn = void (*)(const void*);
   if (auto bind = reinterpret_cast<BindFn>(dlsym(handle, launch::kBindRuntimeSymbol))) bind(kernel_runtime());
   for (const auto& [symbol, table] : g_bindings)
