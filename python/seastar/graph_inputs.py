@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional
 
 import torch
 import torch.utils._pytree as pytree
-from torch.fx.experimental.symbolic_shapes import guard_or_false
 from torch.utils._python_dispatch import _disable_current_modes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -93,7 +92,12 @@ def same_size(a, b) -> bool:
     """``a == b`` for sizes, symbolic or not, without a guard on data (an unbacked size, such as a
     self-loop graph's edge count, equals only itself)."""
     r = a == b
-    return r if isinstance(r, bool) else guard_or_false(r)
+    if isinstance(r, bool):
+        return r
+    # a symbolic comparison exists only once torch.compile has loaded the symbolic shapes (and
+    # sympy); importing them here rather than at the top keeps them out of eager processes
+    from torch.fx.experimental.symbolic_shapes import guard_or_false
+    return guard_or_false(r)
 
 
 def kind_ints(graph: "Graph") -> List[int]:

@@ -32,6 +32,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from . import graph_inputs, reference
+from ._dynamo_marks import assume_constant_result
 from .backends import runs_fused
 from .direct_ops import custom_op
 from .graph import Graph
@@ -185,7 +186,7 @@ def _program_at(address) -> Any:
     return program
 
 
-@torch._dynamo.assume_constant_result
+@assume_constant_result
 def _edge_inputs(kind: Tuple[int, ...], program_uid: int, shapes: Tuple) -> Tuple[str, ...]:
     """The names of the per-edge inputs of the program's trace for these tensors' shapes (one
     row for the graph's tensors: a trace reads no rows): which tensors have a row per edge and
@@ -237,7 +238,7 @@ def call_program(program, graph: Graph, backend: str, tensors: Dict[str, torch.T
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-@torch._dynamo.assume_constant_result
+@assume_constant_result
 def _signature(kind, program_uid, metas, backend):
     # run at trace time with constants, its result a constant: torch.compile does not trace into
     # the orchestrator, and the signature depends on nothing else (never on the graph's sizes)

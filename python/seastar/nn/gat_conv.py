@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import ops as ss
+from .._dynamo_marks import assume_constant_result
 from ..graph import Graph
 from ..graph_inputs import static_int
 from ..program import VertexProgram, program_factory, vertex_program
@@ -70,7 +71,7 @@ def _aggregate_is_cheaper(ns, nd, E, F_in: int, H: int, C: int) -> bool:
     return aggregate < AGGREGATE_FIRST_MARGIN * project
 
 
-@torch._dynamo.assume_constant_result
+@assume_constant_result
 def _aggregates_first_typical(bipartite: bool, F_in: int, H: int, C: int, loops: bool) -> bool:
     """The cost model on a graph of typical sizes for its kind: a sampled block of ``TYPICAL_FANOUT``
     in-edges per destination, each from its own source, or a square graph of that mean degree."""

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import ops as ss
+from .._dynamo_marks import assume_constant_result
 from ..graph import Graph, tensor_of
 from ..graph_ops import derived
 from ..program import vertex_program
@@ -75,7 +76,7 @@ def _costs(num_edges: int, num_pairs: int, H: int, d: int, x_grad: bool) -> Dict
             "per_pair": per_pair_cost(num_pairs, 2 * H * d * d, 4 * H * d, x_grad)}
 
 
-@torch._dynamo.assume_constant_result
+@assume_constant_result
 def _typical_mode(bipartite: bool, num_relations: int, H: int, d: int, x_grad: bool) -> str:
     """The cheaper path on a graph of typical sizes for its kind. On a block every pair is an
     edge of its own, so a narrow single-head layer takes the per-edge path (the pair path moves
