@@ -121,25 +121,39 @@ def _check_lineage(out: Path, total_steps):
     return final
 
 
+@pytest.fixture(scope="module")
+def undisturbed(tmp_path_factory):
+    """The undisturbed run of each mode, made once for both tests that compare with it (it does
+    not depend on what they do afterwards): its output folder."""
+    runs = {}
+
+    def run(mode):
+        if mode not in runs:
+            out = tmp_path_factory.mktemp(f"undisturbed-{mode}") / "run"
+            assert "final: test accuracy" in _standalone(mode, out).stdout
+            runs[mode] = out
+        return runs[mode]
+    return run
+
+
 @pytest.mark.parametrize("mode", ["minibatch", "minibatch_partitioned", "fullgraph"])
-def test_restart_with_the_same_world_size_is_bitwise(tmp_path, mode):
-    ref = _standalone(mode, tmp_path / "undisturbed")
-    assert "final: test accuracy" in ref.stdout
+def test_restart_with_the_same_world_size_is_bitwise(tmp_path, undisturbed, mode):
+    ref = undisturbed(mode)
     _standalone(mode, tmp_path / "killed", ["--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every",
                                             str(EVERY), "--exit-at-step", str(DIE_AT), "--exit-rank", "1"],
                 restarts=1)
-    total = len(_steps(tmp_path / "undisturbed"))
+    total = len(_steps(ref))
     final = _check_lineage(tmp_path / "killed", total)
-    want = torch.load(tmp_path / "undisturbed" / "final.pt", weights_only=False)["model"]
+    want = torch.load(ref / "final.pt", weights_only=False)["model"]
     assert final["model"].keys() == want.keys()
     for k, v in want.items():
         assert v.dtype == torch.float64 and torch.equal(final["model"][k], v), k
-    assert _accuracy(tmp_path / "killed", mode) == _accuracy(tmp_path / "undisturbed", mode)
+    assert _accuracy(tmp_path / "killed", mode) == _accuracy(ref, mode)
 
 
 @pytest.mark.parametrize("mode", ["minibatch", "minibatch_partitioned", "fullgraph"])
-def test_elastic_shrinks_from_three_ranks_to_two(tmp_path, mode):
-    _standalone(mode, tmp_path / "undisturbed")
+def test_elastic_shrinks_from_three_ranks_to_two(tmp_path, undisturbed, mode):
+    ref = undisturbed(mode)
     codes, logs = _elastic(mode, tmp_path / "elastic", ["--checkpoint-dir", str(tmp_path / "ck"),
                                                         "--checkpoint-every", str(EVERY), "--exit-at-step", str(DIE_AT),
                                                         "--exit-rank", "2", "--exit-kills-agent"])
@@ -152,8 +166,8 @@ def test_elastic_shrinks_from_three_ranks_to_two(tmp_path, mode):
         assert (tmp_path / "parts-2" / "partition.json").is_file()
     else:  # the re-dealt epoch and the later ones at 2 ranks: count what the log says was applied
         total = _steps(out)[-1][1]
-        assert total > len(_steps(tmp_path / "undisturbed"))  # more seeds per rank at 2 ranks than at 3
+        assert total > len(_steps(ref))  # more seeds per rank at 2 ranks than at 3
         if mode == "minibatch_partitioned":  # the features now come from the 2-part partition
             assert (tmp_path / "parts-2" / "partition.json").is_file()
     _check_lineage(out, total)
-    assert abs(_accuracy(out, mode) - _accuracy(tmp_path / "undisturbed", mode)) <= 0.01
+    assert abs(_accuracy(out, mode) - _accuracy(ref, mode)) <= 0.01
