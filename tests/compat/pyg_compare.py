@@ -109,10 +109,12 @@ def run(layer: torch.nn.Module, call: Callable, inputs: Sequence[torch.Tensor], 
 
 
 def fresh(tensors: Sequence, requires_grad: bool = True) -> List:
-    """Independent copies (float tensors require grad) so each layer gets its own leaves."""
+    """Independent copies of the float tensors (requiring grad) so each layer gets its own leaves."""
     out = []
     for t in tensors:
-        if isinstance(t, torch.Tensor):
+        if isinstance(t, torch.Tensor) and not (t.is_floating_point() or t.is_complex()):
+            out.append(t)  # indices as given: no gradient, and a subclass (PyG's EdgeIndex) keeps what it carries
+        elif isinstance(t, torch.Tensor):
             c = t.detach().clone()
             if requires_grad and c.is_floating_point() and c.layout == torch.strided:
                 c.requires_grad_()

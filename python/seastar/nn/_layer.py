@@ -25,7 +25,7 @@ from torch import nn
 
 from ..graph import Graph
 from ._inputs import Batch, normalise_call, resolve, split_features
-from ._structure import Structure
+from ._structure import Structure, plain_edge_index
 from ._utils import dense
 
 
@@ -67,6 +67,7 @@ def read_call(layer: str, x, edge_index, size=None, *, pairs: bool = True, batch
     layer reads a global-source block's feature table in place (``normalise_call``)."""
     x, edge_index, extra, dst_rows_first = normalise_call(layer, x, edge_index, sources_in_place=sources_in_place,
                                                           **extra)
+    edge_index, size = plain_edge_index(layer, edge_index, size)  # PyG's EdgeIndex carries its sizes
     dst_rows_first = dst_rows_first or isinstance(x, torch.Tensor)
     on_block = isinstance(edge_index, Graph) and edge_index.is_bipartite
     x_src, x_dst, pair = split_features(layer, x, bipartite_ok=pairs or on_block)

@@ -103,6 +103,36 @@ def make_graph(edge_index: torch.Tensor, num_src: int, num_dst: int, **types) ->
     return Graph.from_edge_index(edge_index, num_nodes=max(num_src, num_dst), **types)
 
 
+def is_pyg_edge_index(t) -> bool:
+    """PyG's ``EdgeIndex`` (2.5 and later): a [2, E] tensor subclass that carries its sparse size
+    and sort order. Duck-typed, so PyG stays optional."""
+    return (isinstance(t, torch.Tensor) and type(t) is not torch.Tensor and callable(getattr(t, "sparse_size", None))
+            and callable(getattr(t, "as_tensor", None)))
+
+
+def plain_edge_index(layer: str, edge_index, size: Optional[tuple] = None):
+    """``(edge_index, size)`` with a PyG ``EdgeIndex`` read as PyG's layers read it: a plain
+    [2, E] tensor and the sparse size it carries (rows of ``edge_index[0]``, of ``edge_index[1]``;
+    either may be unknown), merged with an explicit ``size``, which must agree with it. Anything
+    else passes through. The sort order is not taken: the graph is built by a linear pass either way."""
+    if not is_pyg_edge_index(edge_index):
+        return edge_index, size
+    carried = tuple(None if n is None else int(n) for n in edge_index.sparse_size())
+    if size is None:
+        merged = carried
+    else:
+        if len(size) != 2:
+            raise ValueError(f"{layer}: size must be (num_src, num_dst), got {size!r}")
+        merged = []
+        for dim, (given, have) in enumerate(zip(size, carried)):
+            if given is not None and have is not None and int(given) != have:
+                raise ValueError(f"{layer}: size[{dim}] is {int(given)} but the EdgeIndex's sparse size is "
+                                 f"{carried} (dimension {dim}: {have})")
+            merged.append(have if given is None else int(given))
+        merged = tuple(merged)
+    return edge_index.as_tensor(), (None if merged == (None, None) else merged)
+
+
 def check_edge_index(edge_index: torch.Tensor, num_src: int, num_dst: int) -> None:
     """PyG's checks and messages, plus the vertex range (which PyG leaves to an index error)."""
     if edge_index.is_floating_point() or edge_index.is_complex() or edge_index.dtype == torch.bool:

@@ -11,7 +11,8 @@ import torch
 from ..derived_graphs import typed_square as derived_square
 from ..graph import Graph
 from ._inputs import normalise_call
-from ._structure import from_sparse, is_sparse_tensor_like, is_torch_sparse, typed_graph_of_edge_index, typed_square
+from ._structure import (from_sparse, is_sparse_tensor_like, is_torch_sparse, plain_edge_index, typed_graph_of_edge_index,
+                         typed_square)
 
 
 class TypedCall(NamedTuple):
@@ -27,6 +28,7 @@ def typed_call(layer: str, x, edge_index, edge_type: Optional[torch.Tensor], num
                in_channels: int, device, param_dtype: torch.dtype = torch.float32) -> TypedCall:
     x, edge_index, extra = normalise_call(layer, x, edge_index, edge_type=edge_type)[:3]
     edge_type = extra["edge_type"]
+    edge_index, carried = plain_edge_index(layer, edge_index)  # PyG's EdgeIndex: checked against the features below
     pair = isinstance(x, (tuple, list))
     if pair:
         if len(x) != 2:
@@ -47,6 +49,10 @@ def typed_call(layer: str, x, edge_index, edge_type: Optional[torch.Tensor], num
     floats = [t.dtype for t in (x_src, x_dst) if t.is_floating_point()]
     dtype = floats[0] if floats else param_dtype
     ns, nd = x_src.shape[0], x_dst.shape[0]
+    for dim, (have, want) in enumerate(zip((ns, nd), carried or (None, None))):
+        if want is not None and have != want:
+            raise ValueError(f"{layer}: the features give {ns} sources and {nd} destinations but the EdgeIndex's "
+                             f"sparse size is {tuple(carried)} (dimension {dim})")
     if isinstance(edge_index, Graph) and edge_index.is_bipartite:  # a sampled block, say
         graph = edge_index
         gs, gd = graph.num_src, graph.num_dst

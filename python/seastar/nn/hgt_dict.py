@@ -30,7 +30,7 @@ from ..graph import Graph
 from ._linear import HeteroDictLinear
 from ._precision import float32_inside
 from ._programs import hgt_pairs
-from ._structure import check_edge_index, from_sparse, is_sparse_tensor_like, is_torch_sparse
+from ._structure import check_edge_index, from_sparse, is_sparse_tensor_like, is_torch_sparse, plain_edge_index
 from ._tensor_cache import GRAPHS
 from .hgt_conv import HGTConv, is_metadata
 from .relation_pairs import per_relation, relation_pairs
@@ -142,6 +142,11 @@ class HGTDictConv(HGTConv, metadata_form=True):
 
 def _edges(et, adj, sizes: Dict[str, int]) -> torch.Tensor:
     src, _, dst = et
+    adj, carried = plain_edge_index("HGTConv", adj)  # PyG's EdgeIndex: its sizes must be the node types'
+    for dim, (want, t) in enumerate(zip(carried or (None, None), (src, dst))):
+        if want is not None and want != sizes[t]:
+            raise ValueError(f"HGTConv: the EdgeIndex of {et} has sparse size {tuple(carried)} but node type {t!r} "
+                             f"has {sizes[t]} vertices (dimension {dim})")
     if is_torch_sparse(adj) or is_sparse_tensor_like(adj):
         s = from_sparse(adj)
         if (s.num_src, s.num_dst) != (sizes[src], sizes[dst]):
