@@ -253,7 +253,10 @@ def run_train(cfg) -> dict:
         import dgl  # noqa: F401
         import dgl.nn  # noqa: F401
     else:
-        import seastar  # noqa: F401
+        import seastar
+        # Seastar as its README configures it for training: the caching CPU allocator, which
+        # users switch on themselves (import seastar leaves torch's); the peers keep theirs
+        seastar.install_cpu_allocator()
     device, threads, F = cfg["device"], cfg["threads"], cfg["width"]
     torch.set_num_threads(threads)
     torch.manual_seed(0)

@@ -128,8 +128,8 @@ def run_model(name: str, ds, loaders, args) -> dict:
     if len(times["eager"]) < 3:
         raise SystemExit("need at least 3 batches (--max-batches, --num-nodes)")
     compiles = len(torch._dynamo.eval_frame._debug_get_cache_entry_list(TwoLayers.forward.__code__))
-    # the thread governor lowers torch's thread count while other processes take cores; compiled
-    # code guards on that count, so each change of it is a compile (SEASTAR_THREAD_GOVERNOR=0: none)
+    # the thread governor (off unless SEASTAR_THREAD_GOVERNOR=1) lowers torch's thread count while
+    # other processes take cores; compiled code guards on that count, so each change is a compile
     now = ss.thread_governor_stats()
     governor = {k: now[k] - governed[k] for k in ("lowered", "restored")}
     steady = {k: t[2:] for k, t in times.items()}  # after any second compile

@@ -10,10 +10,10 @@ For each number of busy processes (``--busy``: each a Python loop that spins on 
 before and stopped after that block of measurements) the thread counts are interleaved over
 ``--repeats`` rounds in one process, each count above 1 twice: with seastar's thread governor
 (python/seastar/_thread_governor.py) and without it; the JSON keeps every round and the report
-gives the median, the spread (min-max) and the speed-up of 2 threads over 1. ``seastar`` is
-imported before ``torch`` (so torch's OpenMP threads spin only briefly, see
-python/seastar/_openmp_wait.py) unless ``--torch-first``, which shows what a script that imports
-torch first gets.
+gives the median, the spread (min-max) and the speed-up of 2 threads over 1. torch's OpenMP
+threads spin only briefly (``GOMP_SPINCOUNT=1000``, set here before torch loads, as the example
+scripts do; see python/seastar/_openmp_wait.py) unless ``--torch-first``, which shows what a
+script that leaves libgomp's default spin gets.
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ SPIN = "import time\nwhile True:\n    pass\n"
 
 
 def measure(args) -> dict:
-    if args.torch_first:
-        import torch  # noqa: F401  (libgomp keeps its default spin)
+    if not args.torch_first and "OMP_WAIT_POLICY" not in os.environ:
+        os.environ.setdefault("GOMP_SPINCOUNT", "1000")  # before torch loads libgomp
     import seastar as ss
     import torch
     import torch.nn.functional as F

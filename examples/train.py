@@ -13,13 +13,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import platform
 import random
 import sys
 import time
 from pathlib import Path
 
-# seastar before torch: it shortens the spin of torch's OpenMP threads (seastar/_openmp_wait.py)
+# This script's choice, made before torch loads OpenMP: torch's threads spin briefly after each op,
+# then sleep, so they do not take the cores a shared machine's other processes need (docs/process.md:
+# "What Seastar changes in the process"). An exported GOMP_SPINCOUNT or OMP_WAIT_POLICY wins.
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ.setdefault("GOMP_SPINCOUNT", "1000")
 try:
     import seastar as ss
 except ImportError:  # run from a checkout: python examples/train.py

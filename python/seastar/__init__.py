@@ -1,5 +1,8 @@
 """Seastar: vertex-centric GNN programs compiled to fused kernels.
 
+A layer is a function of one vertex and its in-edges, compiled to fused forward and backward
+kernels::
+
     import seastar as ss
 
     @ss.vertex_program
@@ -13,10 +16,6 @@ from __future__ import annotations
 import logging as _logging
 import os as _os
 
-from ._openmp_wait import set_short_spin as _set_short_spin
-
-_set_short_spin()  # before torch loads libgomp: see _openmp_wait.py
-
 import torch as _torch  # loads LibTorch before the extension that links against it
 
 from ._torch_check import check_torch as _check_torch
@@ -25,13 +24,16 @@ __version__ = _check_torch(_torch.__version__)  # a clear error, before _C fails
 
 from . import _C
 from ._C import CompileError, TraceError
-from ._cpu_allocator import cpu_allocator_stats, install as _install_cpu_allocator, release_idle_cpu_memory
+from ._cpu_allocator import cpu_allocator_stats, install_cpu_allocator, release_idle_cpu_memory
+from ._cpu_allocator import install_from_env as _install_cpu_allocator_from_env
 
-_install_cpu_allocator()  # see _cpu_allocator.py
+# Nothing process-wide changes at import unless the environment asks for it (docs/process.md: "What
+# Seastar changes in the process"): torch's allocator, thread count and OpenMP settings stay.
+_install_cpu_allocator_from_env()  # SEASTAR_CPU_ALLOCATOR=caching; ValueError for a bad value
 from ._worker_pool import kernel_pool_stats
 from ._thread_governor import set_thread_governor, thread_governor_stats
 
-thread_governor_stats()  # ValueError now, not at the first launch, for a bad SEASTAR_THREAD_GOVERNOR
+thread_governor_stats()  # ValueError now, not at the first launch, for a bad SEASTAR_THREAD_GOVERNOR (off by default)
 
 from .graph import Graph
 from . import ops
@@ -57,3 +59,18 @@ if _os.environ.get("SEASTAR_LOG_LEVEL"):
         set_log_level(_os.environ["SEASTAR_LOG_LEVEL"])
     except ValueError:
         pass
+
+
+__all__ = [
+    # programs and graphs
+    "vertex_program", "VertexProgram", "Graph", "Reordered", "reorder_graph",
+    # errors and fallbacks
+    "CompileError", "TraceError", "FallbackLog", "FallbackWarning",
+    # the vertex-program language (core/ir/ops.def's public ops and the aggregations)
+    *ops.__all__,
+    # process-wide switches, off unless called, and what they report
+    "set_log_level", "set_thread_governor", "thread_governor_stats", "install_cpu_allocator",
+    "cpu_allocator_stats", "release_idle_cpu_memory", "kernel_pool_stats",
+    # the packages
+    "datasets", "distributed", "loader", "nn",
+]

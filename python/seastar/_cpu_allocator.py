@@ -1,11 +1,12 @@
-"""Which allocator torch's CPU tensors come from.
+"""Which allocator torch's CPU tensors come from: torch's, unless the user installs Seastar's.
 
-At import seastar makes its caching allocator (``runtime/cpu/cpu_allocator.h``) torch's CPU
-allocator: a freed tensor of 1 MiB or more keeps its pages for the next request of about its
-size, so an epoch reuses the previous epoch's memory instead of leaving holes in glibc's heap
-(which roughly doubles a training process's footprint) or faulting fresh pages in.
-``SEASTAR_CPU_ALLOCATOR=torch`` keeps torch's own allocator. Tensors that exist before the
-switch keep theirs.
+Seastar's caching allocator (``runtime/cpu/cpu_allocator.h``) keeps the pages of a freed tensor
+of 1 MiB or more for the next request of about its size, so an epoch reuses the previous epoch's
+memory instead of leaving holes in glibc's heap or faulting fresh pages in
+(``benchmarks/results/`` has what it saves per model). It becomes torch's CPU allocator for every
+tensor of the process, so it is installed only when the user asks: ``install_cpu_allocator()``,
+or ``SEASTAR_CPU_ALLOCATOR=caching`` at ``import seastar``. Tensors that exist before the switch
+keep their allocator, and there is no switching back.
 """
 from __future__ import annotations
 
@@ -16,10 +17,17 @@ from . import _C
 ENV = "SEASTAR_CPU_ALLOCATOR"
 
 
-def install() -> bool:
-    """Installs the caching allocator unless ``SEASTAR_CPU_ALLOCATOR=torch`` (ValueError for a
+def install_from_env() -> bool:
+    """Installs the caching allocator if ``SEASTAR_CPU_ALLOCATOR=caching`` (ValueError for a
     value other than ``caching`` or ``torch``); returns whether it is in force."""
     return _C.install_cpu_allocator_from_env()
+
+
+def install_cpu_allocator() -> bool:
+    """Makes Seastar's caching allocator torch's CPU allocator for the rest of the process (the
+    user's tensors included; call it before the model allocates). Returns whether it is in force
+    (another allocator of higher priority may hold the place)."""
+    return _C.install_caching_cpu_allocator()
 
 
 def cpu_allocator_stats() -> dict:
@@ -37,5 +45,5 @@ def release_idle_cpu_memory() -> None:
 def describe() -> str:
     s = cpu_allocator_stats()
     if s["installed"]:
-        return f"seastar's caching allocator (blocks of 1 MiB and up reused; {ENV}=torch for torch's)"
-    return f"torch's ({ENV}={os.environ.get(ENV, '')!r})" if os.environ.get(ENV) else "torch's"
+        return "seastar's caching allocator (blocks of 1 MiB and up reused)"
+    return f"torch's (seastar.install_cpu_allocator() or {ENV}=caching for seastar's caching allocator)"

@@ -1,4 +1,4 @@
-"""How many threads torch's CPU ops and seastar's kernels get while other processes take cores.
+"""How many threads torch's CPU ops get while other processes take cores: off unless asked for.
 
 torch's CPU ops split their work statically among ``torch.get_num_threads()`` threads, so when
 another CPU-bound process shares a core with one of them every op waits for that thread, and two
@@ -11,10 +11,14 @@ read lower than what was set while the machine is busy. The user's count is what
 ``torch.set_num_threads`` set last (setting the very count the governor chose is taken as its
 own). Only the main thread is governed, and nothing changes while
 ``torch.use_deterministic_algorithms(True)`` is on (results should not depend on the load).
-torch.compile guards on torch's thread count, so a compiled model is compiled once more for the
-governed count.
-``SEASTAR_THREAD_GOVERNOR=0`` or ``set_thread_governor(False)`` switches it off. See
-``runtime/cpu/thread_governor.h``.
+Seastar's own kernels keep the user's count either way: their work is claimed dynamically, so a
+busy core slows them by its share only.
+
+Because it changes torch's global thread count, which torch.compile guards on (a compiled model
+is compiled again for each count it sees), the governor is off unless the user switches it on:
+``SEASTAR_THREAD_GOVERNOR=1`` or ``set_thread_governor(True)``. It pays for eager training on a
+machine shared with other CPU-bound processes (``benchmarks/bench_threads.py`` measures it on and
+off, busy and quiet). See ``runtime/cpu/thread_governor.h``.
 """
 from __future__ import annotations
 
@@ -37,7 +41,7 @@ def set_thread_governor(enabled: bool) -> None:
 def describe() -> str:
     s = thread_governor_stats()
     if not s["enabled"]:
-        return "off (SEASTAR_THREAD_GOVERNOR=0 or set_thread_governor(False))"
+        return "off (SEASTAR_THREAD_GOVERNOR=1 or set_thread_governor(True) to lower torch's threads under load)"
     if not s["available"]:
         return "on, but the load cannot be read here (/proc/stat)"
-    return "on (torch's thread count lowered while other processes keep cores busy; SEASTAR_THREAD_GOVERNOR=0 to keep it)"
+    return "on (torch's thread count lowered while other processes keep cores busy; torch.compile recompiles for each count)"

@@ -134,7 +134,7 @@ void bind_runtime(py::module_& m) {
         "Makes seastar's caching allocator torch's CPU allocator (runtime/cpu/cpu_allocator.h); returns "
         "whether it is in force.");
   m.def("install_cpu_allocator_from_env", &runtime::install_cpu_allocator_from_env,
-        "install_caching_cpu_allocator unless SEASTAR_CPU_ALLOCATOR=torch (ValueError for another value).");
+        "install_caching_cpu_allocator if SEASTAR_CPU_ALLOCATOR=caching (ValueError for a value other than caching or torch).");
   m.def("cpu_allocator_stats", [] {
     const runtime::CpuAllocatorStats s = runtime::caching_cpu_allocator_stats();
     py::dict d;

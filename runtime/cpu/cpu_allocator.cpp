@@ -245,9 +245,9 @@ bool install_caching_cpu_allocator() {
 bool install_cpu_allocator_from_env() {
   const char* env = std::getenv("SEASTAR_CPU_ALLOCATOR");
   const std::string choice = env ? env : "";
-  if (choice == "torch") return false;
-  if (!choice.empty() && choice != "caching")
-    SEASTAR_THROW(ValueError, "SEASTAR_CPU_ALLOCATOR='", choice, "': expected 'caching' (the default) or 'torch'");
+  if (choice.empty() || choice == "torch") return false;  // torch's allocator stays unless the user asks
+  if (choice != "caching")
+    SEASTAR_THROW(ValueError, "SEASTAR_CPU_ALLOCATOR='", choice, "': expected 'caching' or 'torch' (the default)");
   return install_caching_cpu_allocator();
 }
 

@@ -15,8 +15,9 @@
  * idle ones, and blocks not lent for a long while go back to the system too.
  *
  * Smaller requests go to the allocator it replaced (torch's own). Installed process-wide by
- * install_caching_cpu_allocator() (Python: at `import seastar` unless SEASTAR_CPU_ALLOCATOR=torch);
- * tensors allocated before keep their own deleters.
+ * install_caching_cpu_allocator(), only when the user asks (Python: seastar.install_cpu_allocator(),
+ * or SEASTAR_CPU_ALLOCATOR=caching at `import seastar`); tensors allocated before keep their own
+ * deleters.
  */
 #pragma once
 
@@ -40,8 +41,8 @@ struct CpuAllocatorStats {
 /// whether it is installed.
 bool install_caching_cpu_allocator();
 
-/// What `import seastar` does: installs it unless SEASTAR_CPU_ALLOCATOR=torch (unset or
-/// "caching": install). Throws ValueError naming the variable for any other value.
+/// What `import seastar` does: installs it if SEASTAR_CPU_ALLOCATOR=caching (unset or "torch":
+/// torch's stays). Throws ValueError naming the variable for any other value.
 bool install_cpu_allocator_from_env();
 
 CpuAllocatorStats caching_cpu_allocator_stats();

@@ -95,7 +95,7 @@ int ThreadGovernor::advise(int current, const std::optional<LoadReading>& readin
       char m[200];
       std::snprintf(m, sizeof m,
                     "thread governor: torch's threads %d -> %d (other processes keep %.2f of %d cores busy; "
-                    "SEASTAR_THREAD_GOVERNOR=0 keeps the count)",
+                    "seastar.set_thread_governor(False) keeps the count)",
                     current, want, other_cores_, cpus_);
       log::write(level, m);
     }
@@ -140,9 +140,9 @@ std::vector<int> usable_cpus() {
 bool enabled_by_env() {
   const char* env = std::getenv("SEASTAR_THREAD_GOVERNOR");
   const std::string v = env ? env : "";
-  if (v.empty() || v == "1" || v == "on") return true;
-  if (v == "0" || v == "off") return false;
-  SEASTAR_THROW(ValueError, "SEASTAR_THREAD_GOVERNOR='", v, "': expected 1/on (the default) or 0/off");
+  if (v == "1" || v == "on") return true;
+  if (v.empty() || v == "0" || v == "off") return false;  // off unless asked: torch's thread count is the user's
+  SEASTAR_THROW(ValueError, "SEASTAR_THREAD_GOVERNOR='", v, "': expected 1/on or 0/off (the default)");
 }
 
 /// The process's governor with what it reads the load from.

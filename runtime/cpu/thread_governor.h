@@ -11,8 +11,10 @@
  * left (at least 1; the kernels keep the user's count); when the other processes leave, the
  * user's count comes back. A change needs two samples in a row that agree, so one noisy interval
  * does not flip it. The user's count is torch's count whenever that differs from what the
- * governor set last (torch.set_num_threads between launches). Off with SEASTAR_THREAD_GOVERNOR=0 or seastar.set_thread_governor(False);
- * the launcher leaves it off while torch's deterministic algorithms are on. This half has no
+ * governor set last (torch.set_num_threads between launches). It changes torch's global thread
+ * count, which torch.compile guards on, so it is off unless the user asks for it
+ * (SEASTAR_THREAD_GOVERNOR=1 or seastar.set_thread_governor(True)); the launcher leaves it off
+ * while torch's deterministic algorithms are on. This half has no
  * torch: the launcher (torch_threads.h) asks it and applies the answer.
  */
 #pragma once

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import os
 import sys
 from pathlib import Path
 from typing import Callable, Dict, NamedTuple, Tuple
@@ -32,10 +31,6 @@ if importlib.util.find_spec("seastar") is None:
     sys.path.insert(0, str(_REPO / "python"))
 if str(_HERE) not in sys.path:  # helper modules next to the tests (models.py)
     sys.path.insert(0, str(_HERE))
-
-# The thread governor changes torch's thread count with the machine's load; no test but its own
-# (test_thread_governor.py, which switches it on) should depend on that load.
-os.environ.setdefault("SEASTAR_THREAD_GOVERNOR", "0")
 
 import torch  # noqa: E402
 

@@ -148,10 +148,15 @@ def _other_load_now(seconds: float = 1.0) -> float:
 
 
 def test_environment_switch():
-    env = dict(os.environ, SEASTAR_THREAD_GOVERNOR="0", PYTHONPATH=os.pathsep.join(sys.path))
+    """Off unless asked for (it changes torch's thread count); SEASTAR_THREAD_GOVERNOR=1 asks."""
+    env = {k: v for k, v in os.environ.items() if k != "SEASTAR_THREAD_GOVERNOR"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
     code = "import seastar as ss; print(ss.thread_governor_stats()['enabled'])"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
+    for value, enabled in ((None, "False"), ("0", "False"), ("1", "True"), ("on", "True")):
+        if value is not None:
+            env["SEASTAR_THREAD_GOVERNOR"] = value
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and out.stdout.strip() == enabled, (value, out.stderr)
     env["SEASTAR_THREAD_GOVERNOR"] = "sometimes"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
