@@ -7,7 +7,7 @@ temporary folder), as a user's first call of a program they just wrote: the firs
 (trace, passes, code generation, compiling and loading the forward kernels, the run) and the
 first backward (the same for the backward kernels), each with the compiler's share
 (``seastar._C.jit_stats``), then a second call of each for what the program costs once compiled.
-The programs are written as a user would (README, "vertex programs"): GAT, GATv2 with its
+The programs are written as a user would (docs/language.md): GAT, GATv2 with its
 attention vector as a parameter, a mean aggregation, and an EdgeConv-like max over an MLP of edge
 differences. Rounds interleave the programs; the report gives each figure's median and its
 range over the rounds. Quiet machines only: the compile is CPU work that any other load slows.

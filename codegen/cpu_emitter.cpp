@@ -30,7 +30,7 @@ class CpuEmitter : public EmitterBase {
   // distance keeps about kPrefetchBytes of rows in flight, between 8 and 128 edges: a neighbour
   // sum on the 1M-vertex graph of benchmarks/run.py ran fastest from about 16 KiB ahead (128
   // one-line rows at F=16, 64 rows at F=64), as fast up to 32 KiB, and markedly slower at the
-  // 2 KiB used before (README, Benchmarks: the figures).
+  // 2 KiB used before (docs/benchmarks.md: the figures).
   static constexpr int kPrefetchBytes = 16384, kPrefetchMin = 8, kPrefetchMax = 128;
   std::string prefetch(const RandomRows& rows) const override {
     if (rows.empty()) return "";

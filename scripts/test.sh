@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: set up (install what is missing, build), then the C++ tests (ctest), the
-# Python tests (pytest), including the PyG compatibility tests, and the C++ core tests again
+# Python tests (pytest), including the PyG compatibility tests and the docs site's build
+# (tests/python/test_docs.py), and the C++ core tests again
 # under AddressSanitizer and UndefinedBehaviorSanitizer (scripts/sanitize.sh's CI budget, a
 # build of its own in build-sanitize/; SEASTAR_SKIP_SANITIZE=1 skips it). Extra arguments go to
 # pytest (e.g. -k gat).
@@ -36,6 +37,13 @@ if ! "$SEASTAR_PY" -c 'import xdist' 2>/dev/null; then
   echo "== installing pytest-xdist for the parallel test pass"
   "$SEASTAR_PY" -m pip install -q -r "$ROOT/tests/requirements.txt" \
     || echo "(could not install it: the Python tests run in one process)"
+fi
+# the docs site's build (tests/python/test_docs.py builds it, as scripts/docs.sh does) needs Sphinx,
+# MyST, furo and matplotlib (docs/requirements.txt; kept out of requirements.txt like PyG)
+if ! "$SEASTAR_PY" -c 'import sphinx, myst_parser, furo, matplotlib' 2>/dev/null; then
+  echo "== installing the docs' requirements (docs/requirements.txt)"
+  "$SEASTAR_PY" -m pip install -q -r "$ROOT/docs/requirements.txt" \
+    || echo "(could not install them: the docs tests will be skipped)"
 fi
 t=$SECONDS
 echo "== C++ tests (ctest)"

@@ -154,14 +154,16 @@ class Graph:
 
     @property
     def num_src(self) -> int:
-        """Sources: the rows of tensors read as ``e.src.x`` (``num_nodes`` on a square graph)."""
+        """The number of sources, the rows of tensors read as ``e.src.x`` (``num_nodes`` on a square
+        graph)."""
         if torch.compiler.is_compiling():
             return self._in.src_rows.shape[0]
         return self._g.num_src
 
     @property
     def num_dst(self) -> int:
-        """Destinations: the rows of ``v.x`` and of the outputs (``num_nodes`` on a square graph)."""
+        """The number of destinations, the rows of ``v.x`` and of the outputs (``num_nodes`` on a
+        square graph)."""
         if torch.compiler.is_compiling():
             return self._in.dst_rows.shape[0]
         return self._g.num_dst

@@ -1,4 +1,4 @@
-"""Mini-batch loading: neighbour sampling into bipartite blocks, run ahead of training.
+"""Mini-batch loading: neighbour sampling into bipartite blocks, run ahead of training::
 
     loader = ss.loader.NeighborLoader(data, num_neighbors=[15, 10], batch_size=1024)
     for batch in loader:                      # a MiniBatch
@@ -19,7 +19,7 @@ memory); ``loader.stats`` says how long they took and how long training waited f
 others (PyG's ``NeighborLoader`` with its default ``subgraph_type="directional"``: each vertex's
 in-neighbours are sampled once, at the hop that reaches it, with ``num_neighbors[k]`` at hop k).
 Every layer runs on it unchanged, on all its vertices, and the seeds' outputs are the first
-``batch_size`` rows:
+``batch_size`` rows::
 
     loader = ss.loader.NeighborLoader(data, num_neighbors=[-1, -1], batch_size=1024, subgraph=True)
     for batch in loader:
@@ -72,6 +72,9 @@ from .graph import Graph
 log = logging.getLogger("seastar")
 
 _MASK64 = (1 << 63) - 1
+
+
+__all__ = ["NeighborLoader", "MiniBatch", "sample_blocks", "sample_subgraph", "sizes_vary", "layerwise_inference"]
 
 
 def _mix(*parts: int) -> int:

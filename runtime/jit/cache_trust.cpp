@@ -18,7 +18,7 @@ namespace seastar::runtime::cache {
 namespace {
 
 constexpr const char* kAdvice =
-    "; SEASTAR_CACHE_SHARED=1 shares a cache on purpose, at that risk (README.md, \"The kernel cache\")";
+    "; SEASTAR_CACHE_SHARED=1 shares a cache on purpose, at that risk (docs/kernel_cache.md)";
 
 std::string parent_of(const std::string& path) {
   const size_t slash = path.rfind('/');

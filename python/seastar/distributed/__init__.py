@@ -23,7 +23,7 @@ from .partition import Partition, assemble, load_partition, partition_graph, rea
 
 __all__ = ["Partition", "assemble", "load_partition", "partition_graph", "read_report",
            "HaloExchange", "PartitionedGraph", "PartitionParallel", "allreduce_gradients",
-           "broadcast_parameters", "SeedShards", "shared_dataset", "DistributedNeighborLoader",
+           "broadcast_parameters", "SeedShards", "shared_dataset", "SharedDataset", "DistributedNeighborLoader",
            "PartitionedFeatures", "PartitionNeighborLoader", "launch", "Checkpointer", "CachedFeatures",
            "hot_by_degree", "hot_by_sampling", "plan", "calibrate", "ModelSpec", "Plan"]
 
@@ -35,7 +35,7 @@ def __getattr__(name):  # the torch.distributed parts load on first use
     if name in ("PartitionedGraph", "PartitionParallel", "allreduce_gradients", "broadcast_parameters"):
         from . import fullgraph
         return getattr(fullgraph, name)
-    if name in ("SeedShards", "shared_dataset", "DistributedNeighborLoader", "PartitionedFeatures",
+    if name in ("SeedShards", "shared_dataset", "SharedDataset", "DistributedNeighborLoader", "PartitionedFeatures",
                 "PartitionNeighborLoader"):
         from . import minibatch
         return getattr(minibatch, name)

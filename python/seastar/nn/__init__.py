@@ -11,8 +11,8 @@ attribute (``None`` = the program's default, "auto") to force "fused" or "refere
 
 The layers are also drop-ins for PyG's: ``conv(x, edge_index)``, sparse ``adj_t``, ``Data``
 objects, bipartite ``(x_src, x_dst)`` pairs, ``size``, edge weights and features, PyG's
-constructor options and parameter names (state dicts load both ways); see the README's "Coming
-from PyG" and ``_inputs.py``.
+constructor options and parameter names (state dicts load both ways); see docs/pyg.md and
+``_inputs.py``.
 """
 import torch
 

@@ -80,11 +80,11 @@ class APPNP(HomogeneousLayer):
 
     Memory per forward + backward (floats; N vertices, E' = edges with self loops, F channels,
     K steps): a step is linear in h, so its backward kernels read no step's output and autograd
-    keeps none of them: the fused backend keeps ``N*F`` (x) and ``N`` degree factors (``E``
-    edge weights with edge weights, ``E'`` with edge dropout, and ``K*E'`` dropout masks when
-    training with ``dropout > 0``), plus one step's temporaries at a time: O(N*F + E'), independent of K, no
-    O(E*F) tensor. The reference backend keeps each step's inputs and materialises its messages,
-    O(K*(N*F + E'*F)).
+    keeps none of them: the fused backend keeps ``N * F`` (x) and ``N`` degree factors (``E``
+    edge weights with edge weights, ``E'`` with edge dropout, and ``K * E'`` dropout masks when
+    training with ``dropout > 0``), plus one step's temporaries at a time: ``O(N * F + E')``, independent of K, no
+    ``O(E * F)`` tensor. The reference backend keeps each step's inputs and materialises its messages,
+    ``O(K * (N * F + E' * F))``.
     """
 
     def __init__(self, K: int, alpha: float, dropout: float = 0.0, cached: bool = False,
