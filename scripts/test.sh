@@ -56,7 +56,8 @@ pass_ok() { [[ $1 == 0 || $1 == 5 ]]; }
 workers=${SEASTAR_TEST_WORKERS:-$(nproc)}
 parallel=()
 if ((workers > 1)) && "$SEASTAR_PY" -c 'import xdist' 2>/dev/null; then
-  parallel=(-n "$workers" --dist loadfile)
+  # whole files to a worker, in the order tests/conftest.py gives them (slowest first)
+  parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 fi
 t=$SECONDS
 echo "== Python tests (pytest -m 'not serial'${parallel:+, $workers workers})"

@@ -1,10 +1,16 @@
-"""The test command's report: every test's time and the kernels it compiled.
+"""The test command's report: every test's time and the kernels it compiled; and the order in
+which the test files are handed to the parallel pass's workers.
 
 With ``SEASTAR_TEST_REPORT_DIR`` set (``scripts/test.sh`` sets it), each pytest process writes one
 JSON file there at the end of its session: per test, its node id, the seconds of its set-up, call
 and tear-down together, and what the host JIT did meanwhile (``seastar._C.jit_stats()``: kernels
 compiled and the compiler's seconds). ``scripts/test_report.py`` merges the files of both passes
 and of every worker. Without the variable nothing is recorded.
+
+The files run slowest first, by the seconds the committed run measured
+(``benchmarks/results/ci/fresh_clone.json``; the test command passes ``--no-loadscope-reorder``
+so pytest-xdist keeps this order): a worker that draws a long file late would leave the other
+idle at the end. Files the measurement does not know keep their place after those it does.
 """
 from __future__ import annotations
 
@@ -17,6 +23,22 @@ import pytest
 
 _DIR = os.environ.get("SEASTAR_TEST_REPORT_DIR")
 _tests: dict = {}
+_MEASURED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "results", "ci",
+                         "fresh_clone.json")
+
+
+def _file_seconds() -> dict:
+    try:
+        with open(_MEASURED) as f:
+            return {entry["file"]: entry["seconds"] for entry in json.load(f).get("files", [])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    seconds = _file_seconds()
+    if seconds:  # stable: a file's tests keep their order, and so do the files measured alike
+        items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], 0.0))
 
 
 def _jit_stats():

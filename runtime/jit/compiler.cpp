@@ -15,6 +15,7 @@
 #include "core/util/file_names.h"
 #include "core/util/errors.h"
 #include "core/util/log.h"
+#include "runtime/jit/build_lock.h"
 #include "runtime/jit/dlopen_fd.h"
 #include "runtime/jit/host_toolchain.h"
 #include "runtime/jit/loaded_bindings.h"
@@ -131,6 +132,16 @@ CompiledKernel load_or_build(const std::string& source, const std::string& name,
   std::string why;
   const cache::Found found = load(n.so(), n.key, &k, &why);
   if (found == cache::Found::hit) {
+    k.cache_hit = true;
+    ++g_stats.loaded_from_disk;
+    update_index(n, tc);
+    return k;
+  }
+  // another process needing the same new kernel compiles it once for both: wait for its entry
+  // (looked for again whether or not this process waited: the other may have finished between
+  // the first look and the lock)
+  const BuildLock lock(n.so() + ".lock");
+  if (found == cache::Found::missing && load(n.so(), n.key, &k, &why) == cache::Found::hit) {
     k.cache_hit = true;
     ++g_stats.loaded_from_disk;
     update_index(n, tc);

@@ -389,3 +389,39 @@ def test_temporaries_of_a_killed_writer_are_swept_by_the_next_process(warm, tmp_
     assert running.exists()
     running.unlink()
     cache_entries.check_dir(cache)
+
+
+SAME_KERNEL = """
+import json, os, sys, time, torch, seastar as ss
+while not os.path.exists(sys.argv[1]):  # both processes start compiling together
+    time.sleep(0.005)
+g = ss.Graph.from_edge_index(torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]]), num_nodes=3)
+
+@ss.vertex_program(name="build_lock_probe")
+def prog(v):
+    a = ss.softmax([ss.tanh(e.src.h * v.w).sum(-1, keepdim=True) for e in v.in_edges()])
+    return sum(x * ss.exp(e.src.h) for x, e in zip(a, v.in_edges()))
+
+out = prog(g, backend="fused", h=torch.arange(6.0).view(3, 2), w=torch.ones(3, 2))
+print(json.dumps({"stats": ss._C.jit_stats(), "out": out.tolist()}))
+"""
+
+
+def test_two_processes_needing_the_same_new_kernel_compile_it_once(tmp_path):
+    """runtime/jit/build_lock.h: the second waits for the first's compile and loads its entry;
+    the results agree, and no lock file is left in the cache."""
+    cache, go = tmp_path / "kernels", tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", SAME_KERNEL, str(go)], env=_env(cache), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    time.sleep(0.5)
+    go.touch()
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert results[0]["out"] == results[1]["out"]
+    assert sum(r["stats"]["compiled"] for r in results) == 1, [r["stats"] for r in results]
+    assert sum(r["stats"]["loaded_from_disk"] for r in results) == 1, [r["stats"] for r in results]
+    assert not list(cache.glob("*.lock")), sorted(p.name for p in cache.iterdir())
+    cache_entries.check_dir(cache)
