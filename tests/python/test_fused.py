@@ -238,3 +238,14 @@ def test_a_fallback_says_so_once_by_default(graph_factory):
         probe(g, h=h)  # said once
     with pytest.raises(NotImplementedError, match="bfloat16"):
         probe(g, backend="fused", h=h)
+
+
+
+def test_the_old_import_path_seastar_fused_still_works():
+    """``seastar.fused`` held the fallback's names before they moved to ``seastar.backends``;
+    code that imports them from there keeps working, with the very same classes."""
+    import seastar.fused as fused
+    from seastar.fused import FallbackLog, FallbackWarning
+
+    assert FallbackWarning is ss.FallbackWarning and FallbackLog is ss.FallbackLog
+    assert fused.FALLBACK_MESSAGE == "runs on the reference backend"
