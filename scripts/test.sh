@@ -59,9 +59,15 @@ if ((workers > 1)) && "$SEASTAR_PY" -c 'import xdist' 2>/dev/null; then
   # whole files to a worker, in the order tests/conftest.py gives them (slowest first)
   parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 fi
+# each worker's torch (and the processes its tests start) gets its share of the cores: with every
+# worker on every core, torch's ops split their work across threads that share cores with the
+# other workers' and each op waits for its slowest thread (two test files side by side ran about
+# 3x slower); an OMP_NUM_THREADS of the caller's own is kept
+threads=$(( $(nproc) / workers )); ((threads >= 1)) || threads=1
 t=$SECONDS
-echo "== Python tests (pytest -m 'not serial'${parallel:+, $workers workers})"
-rc=0; "$SEASTAR_PY" -m pytest -q "${parallel[@]}" -m "not serial" tests/python tests/compat "$@" || rc=$?
+echo "== Python tests (pytest -m 'not serial'${parallel:+, $workers workers of ${OMP_NUM_THREADS:-$threads} threads})"
+rc=0; OMP_NUM_THREADS=${OMP_NUM_THREADS:-$threads} "$SEASTAR_PY" -m pytest -q "${parallel[@]}" -m "not serial" \
+  tests/python tests/compat "$@" || rc=$?
 phase "pytest, ${workers} workers" $((SECONDS - t))
 pass_ok $rc || exit $rc
 t=$SECONDS
