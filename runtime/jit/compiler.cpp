@@ -130,23 +130,19 @@ CompiledKernel load_or_build(const std::string& source, const std::string& name,
                              const HostToolchain& tc) {
   CompiledKernel k;
   std::string why;
-  const cache::Found found = load(n.so(), n.key, &k, &why);
-  if (found == cache::Found::hit) {
+  auto from_disk = [&] {
     k.cache_hit = true;
     ++g_stats.loaded_from_disk;
     update_index(n, tc);
     return k;
-  }
+  };
+  const cache::Found found = load(n.so(), n.key, &k, &why);
+  if (found == cache::Found::hit) return from_disk();
   // another process needing the same new kernel compiles it once for both: wait for its entry
   // (looked for again whether or not this process waited: the other may have finished between
   // the first look and the lock)
   const BuildLock lock(n.so() + ".lock");
-  if (found == cache::Found::missing && load(n.so(), n.key, &k, &why) == cache::Found::hit) {
-    k.cache_hit = true;
-    ++g_stats.loaded_from_disk;
-    update_index(n, tc);
-    return k;
-  }
+  if (found == cache::Found::missing && load(n.so(), n.key, &k, &why) == cache::Found::hit) return from_disk();
   const bool was_bad = found != cache::Found::missing;
   if (was_bad) log::warn("kernel cache entry " + n.so() + " is unusable (" + why + "): rebuilding it");
   try {
