@@ -1,14 +1,15 @@
 """Layers a user writes as vertex programs, against PyG's own layer with the same weights.
 
-    python benchmarks/bench_user_layers.py [--layers gatv2] [--rounds 3] [--out FILE]
+    python benchmarks/bench_user_layers.py [--layers gatv2,transformer] [--rounds 3] [--out FILE]
 
 Each layer is written as the tutorial (docs/tutorial/write_a_layer.md) writes it: the vertex
 program for everything per edge, torch for the dense projections. Forward and backward are timed
 apart, float32, on a random graph with a hub (a tenth of the edges into vertex 0); the
 implementations alternate within each round (Seastar, PyG, Seastar, ...) and each round keeps the
 median of ``--repeats`` steps after a warm-up step, so a drift of the machine's load hits both.
-The report gives per layer the medians over rounds, the spread (min-max over rounds) and the
-ratio PyG / Seastar (above 1: Seastar is faster); the JSON keeps every step's time.
+The report gives per layer the medians over rounds, the spread (min-max over rounds), the
+ratio PyG / Seastar (above 1: Seastar is faster) and each implementation's backward over its
+forward; the JSON keeps every step's time.
 """
 from __future__ import annotations
 
@@ -52,13 +53,46 @@ class GATv2(torch.nn.Module):
         return gatv2(graph, xl=xl, xr=xr, att=self.att).reshape(-1, H * C) + self.bias
 
 
+@ss.vertex_program
+def transformer(v, scale):
+    scores = [((e.src.k + e.ea) * v.q).sum(-1, keepdim=True) * scale for e in v.in_edges()]
+    alpha = ss.softmax(scores)
+    return sum(a * (e.src.val + e.ea) for a, e in zip(alpha, v.in_edges()))
+
+
+class Transformer(torch.nn.Module):
+    """TransformerConv's attention with edge features (root_weight=False), its weights copied from
+    PyG's TransformerConv: the projections are torch, the attention the program."""
+
+    def __init__(self, theirs):
+        super().__init__()
+        self.heads, self.out_channels = theirs.heads, theirs.out_channels
+        self.lin_query, self.lin_key, self.lin_value = theirs.lin_query, theirs.lin_key, theirs.lin_value
+        self.lin_edge = theirs.lin_edge
+        self.register_buffer("scale", torch.tensor(self.out_channels ** -0.5))
+
+    def forward(self, graph, x, edge_attr):
+        H, C = self.heads, self.out_channels
+        q, k, val = (lin(x).view(-1, H, C) for lin in (self.lin_query, self.lin_key, self.lin_value))
+        ea = self.lin_edge(edge_attr).view(-1, H, C)
+        return transformer(graph, q=q, k=k, val=val, ea=ea, scale=self.scale).reshape(-1, H * C)
+
+
+LAYERS = ("gatv2", "transformer")
+EDGE_DIM = 8  # the edge features' width, for the layers that read them
+
+
 def make_layers(name: str, f_in: int, heads: int, channels: int):
-    from torch_geometric.nn import GATv2Conv
-    if name != "gatv2":
-        raise SystemExit(f"unknown layer {name!r}; choose from gatv2")
+    """(Seastar's layer, PyG's layer, whether they read edge features), with the same weights."""
+    from torch_geometric.nn import GATv2Conv, TransformerConv
     torch.manual_seed(0)
-    theirs = GATv2Conv(f_in, channels, heads=heads, add_self_loops=False, share_weights=False)
-    return GATv2(theirs), theirs
+    if name == "gatv2":
+        theirs = GATv2Conv(f_in, channels, heads=heads, add_self_loops=False, share_weights=False)
+        return GATv2(theirs), theirs, False
+    if name == "transformer":
+        theirs = TransformerConv(f_in, channels, heads=heads, edge_dim=EDGE_DIM, root_weight=False)
+        return Transformer(theirs), theirs, True
+    raise SystemExit(f"unknown layer {name!r}; choose from {', '.join(LAYERS)}")
 
 
 def make_graph(n: int, e: int, seed: int = 0):
@@ -94,9 +128,13 @@ def measure(args) -> dict:
     graph = ss.Graph.from_edge_index(ei, num_nodes=args.num_nodes)
     x = torch.randn(args.num_nodes, args.in_channels, requires_grad=True)
     rows, summary = [], []
+    edge_attr = torch.randn(args.num_edges, EDGE_DIM)
     for name in args.layers.split(","):
-        ours, theirs = make_layers(name, args.in_channels, args.heads, args.channels)
-        calls = {"seastar": lambda x: ours(graph, x), "pyg": lambda x: theirs(x, ei)}
+        ours, theirs, edges = make_layers(name, args.in_channels, args.heads, args.channels)
+        if edges:
+            calls = {"seastar": lambda x: ours(graph, x, edge_attr), "pyg": lambda x: theirs(x, ei, edge_attr)}
+        else:
+            calls = {"seastar": lambda x: ours(graph, x), "pyg": lambda x: theirs(x, ei)}
         weights = torch.randn(args.num_nodes, args.heads * args.channels)
         torch.testing.assert_close(calls["seastar"](x), calls["pyg"](x), rtol=1e-4, atol=1e-4)
         per_round = {impl: [] for impl in calls}
@@ -114,13 +152,16 @@ def measure(args) -> dict:
         for impl, got in per_round.items():
             fwd, bwd, tot = [g[0] for g in got], [g[1] for g in got], [g[0] + g[1] for g in got]
             line[impl] = {"forward_ms": statistics.median(fwd), "backward_ms": statistics.median(bwd),
-                          "step_ms": statistics.median(tot), "step_ms_spread": [min(tot), max(tot)]}
+                          "step_ms": statistics.median(tot), "step_ms_spread": [min(tot), max(tot)],
+                          "backward_over_forward": statistics.median(b / f for f, b in got)}
         line["ratio_pyg_over_seastar"] = line["pyg"]["step_ms"] / line["seastar"]["step_ms"]
         line["ratio_spread"] = [line["pyg"]["step_ms_spread"][0] / line["seastar"]["step_ms_spread"][1],
                                 line["pyg"]["step_ms_spread"][1] / line["seastar"]["step_ms_spread"][0]]
         summary.append(line)
         print(f"[{name}] PyG / Seastar = {line['ratio_pyg_over_seastar']:.2f}x "
-              f"(spread {line['ratio_spread'][0]:.2f}-{line['ratio_spread'][1]:.2f})", flush=True)
+              f"(spread {line['ratio_spread'][0]:.2f}-{line['ratio_spread'][1]:.2f}); backward / forward: "
+              f"Seastar {line['seastar']['backward_over_forward']:.1f}, PyG {line['pyg']['backward_over_forward']:.1f}",
+              flush=True)
     return {"meta": {"command": " ".join(sys.argv), "machine": {"cpus": os.cpu_count(),
                                                               "processor": _processor()},
                      "threads": args.threads, "num_nodes": args.num_nodes, "num_edges": args.num_edges,
@@ -132,7 +173,7 @@ def measure(args) -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--layers", default="gatv2")
+    ap.add_argument("--layers", default=",".join(LAYERS))
     ap.add_argument("--num-nodes", type=int, default=50_000)
     ap.add_argument("--num-edges", type=int, default=550_000)
     ap.add_argument("--in-channels", type=int, default=32)

@@ -76,11 +76,13 @@ EmitterBase::EmitterBase(const FusedPlan& p, const EmitOptions& o) : p_(p), m_(p
     if (readable && !read_.count(buf.value)) read_[buf.value] = static_cast<int>(b);
     if (!readable) write_[buf.value].push_back(static_cast<int>(b));
   }
-  // an aggregation result, or a vertex expression stored by a precompute kernel, is read back
-  // from the (first) buffer it was stored to
+  // an aggregation result, a vertex expression stored by a precompute kernel or an edge value
+  // stored by the pass that first computes it is read back from the (first) buffer it was stored to
   std::set<int> stored;
-  for (const Kernel& k : p.kernels)
+  for (const Kernel& k : p.kernels) {
     if (k.precompute) stored.insert(k.values.begin(), k.values.end());
+    for (const auto& [v, pass] : k.saves) stored.insert(v);  // an edge value stored where first computed
+  }
   for (auto& [v, bs] : write_)
     if (!read_.count(v) &&
         (op_info(m_.at(v).op).kind == OpKind::Aggregate || is_row_reduction(m_.at(v)) || stored.count(v)))
@@ -184,6 +186,10 @@ void EmitterBase::begin_kernel(const Kernel& k) {
     note_traffic(TrafficTerm::Per::Edge, "graph dst", -1, index_bytes(), false, false);
   }
   if (k.precompute) computing_.insert(k.values.begin(), k.values.end());
+  saves_ = k.saves;
+  saving_.clear();
+  if (k.kind == Kernel::Kind::EdgeMap)
+    for (const auto& [v, pass] : k.saves) saving_.insert(v);
   memo_.clear();
   pre_.str("");
   body_.str("");
@@ -203,6 +209,8 @@ std::string EmitterBase::kernel_comment(int index, const Kernel& k) const {
   for (int v : k.values) out << " %" << v;
   if (!k.epilogue.empty()) out << ", then per centre";
   for (int v : k.epilogue) out << " %" << v;
+  if (!k.saves.empty()) out << "; stores per edge";
+  for (const auto& [v, pass] : k.saves) out << " %" << v;
   out << "\n";
   return out.str();
 }
@@ -216,7 +224,7 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
   auto hit = memo_.find(key);
   if (hit != memo_.end()) return hit->second;
   if (kind_ == Kernel::Kind::Traverse && row == "n") reads_nbr_ = true;
-  auto rb = computing_.count(id) ? read_.end() : read_.find(id);
+  auto rb = computing_.count(id) || saving_.count(id) ? read_.end() : read_.find(id);
   if (rb != read_.end()) {
     if (kind_ == Kernel::Kind::Traverse && (row == "n" || row == "e"))
       (row == "n" ? random_rows_.nbr : random_rows_.edge).push_back({rb->second, numel(v.shape)});
@@ -230,25 +238,35 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
 
   const Site site{v, row, "v" + std::to_string(id) + (row.empty() ? "" : "_" + row), numel(v.shape), layout_of(v),
                   stream_for(row)};
+  const Operand out = compute(site);
+  memo_[key] = out;
+  // an edge value this pass stores for later passes and kernels (save_edge_values.h)
+  if (saving_.count(id)) store(site.os, id, out, row, site.S);
+  return out;
+}
+
+Operand EmitterBase::compute(const Site& site) {
+  const Value& v = site.v;
+  const std::string& row = site.row;
   switch (v.op) {
     case Op::constant: case Op::edge_id: case Op::edge_type: case Op::node_type: case Op::degree:
-      return memo_[key] = emit_leaf(site);
+      return emit_leaf(site);
     case Op::type_index:
-      return memo_[key] = emit_type_index(site);
+      return emit_type_index(site);
     case Op::gather:
-      return memo_[key] = val(v.inputs[0], endpoint_row(v.group));
+      return val(v.inputs[0], endpoint_row(v.group));
     case Op::unsqueeze:
-      return memo_[key] = val(v.inputs[0], row);
+      return val(v.inputs[0], row);
     case Op::fsum: case Op::fmean: case Op::fmax:
-      return memo_[key] = emit_feature_reduction(site);
+      return emit_feature_reduction(site);
     case Op::sum_to:
-      return memo_[key] = emit_sum_to(site);
+      return emit_sum_to(site);
     case Op::expand:
-      return memo_[key] = emit_expand(site);
+      return emit_expand(site);
     case Op::matvec: case Op::matvec_t:
-      return memo_[key] = emit_matvec(site);
+      return emit_matvec(site);
     case Op::outer:
-      return memo_[key] = emit_outer(site);
+      return emit_outer(site);
 #define SEASTAR_CASES_Leaf 0
 #define SEASTAR_CASES_Unary 1
 #define SEASTAR_CASES_Binary 1
@@ -256,7 +274,7 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
 #define SEASTAR_CASES_Aggregate 0
 #define SEASTAR_CASES_Other 0
 #include "core/ir/op_cases.inc"
-      return memo_[key] = emit_elementwise(site);
+      return emit_elementwise(site);
     // bound buffers, computed by the traversal or by their own kernels: never an expression here
     case Op::input_vertex: case Op::input_edge: case Op::param: case Op::grad_output:
     case Op::sum_rows: case Op::sum_rows_typed: case Op::softmax:
@@ -315,6 +333,9 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
   for (int pass = 0; pass <= last_pass; ++pass) {
     pass_ = pass;
     reads_edge_id_ = reads_nbr_ = false;
+    saving_.clear();
+    for (const auto& [v, at] : saves_)
+      if (at == pass) saving_.insert(v);
     // edge-level values live inside one pass's edge loop; centre values stay in scope
     for (auto it = memo_.begin(); it != memo_.end();)
       it = (it->first.second == "e" || it->first.second == "n") ? memo_.erase(it) : std::next(it);
@@ -336,6 +357,7 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
     after_edge_loop(passes);
     passes << once_per_centre(fin.str());
   }
+  saving_.clear();
   if (!k.epilogue.empty()) {
     // the vertex outputs of the centre, from the results just stored for it
     for (auto it = memo_.begin(); it != memo_.end();)

@@ -184,6 +184,8 @@ class EmitterBase {
   std::map<int, std::vector<int>> write_;   ///< value -> the buffers it is stored to
   std::map<std::pair<int, std::string>, Operand> memo_;
   std::set<int> computing_;                 ///< values the current (precompute) kernel computes, not reads
+  std::vector<std::pair<int, int>> saves_;  ///< the current kernel's Kernel::saves
+  std::set<int> saving_;                    ///< edge values the current pass computes and stores, not reads
   std::ostringstream pre_, body_;           ///< per-centre and per-edge code of the current pass
   RandomRows random_rows_;  ///< buffers read at the neighbour's or the edge's row in this pass
   Kernel::Kind kind_ = Kernel::Kind::Traverse;
@@ -211,6 +213,8 @@ class EmitterBase {
   static constexpr const char* kIndent = "      ";
   /// "T v12_e[S];" in layout `l`; the vectorisation pragma of a loop of layout `l`.
   void declare(const Site& s, Layout l);
+  /// The code computing a value that is neither memoised nor read from a buffer (val's op switch).
+  Operand compute(const Site& s);
   void simd_pragma(std::ostringstream& os, Layout l, const std::string& at_indent) const;
   Operand emit_leaf(const Site& s);               ///< emit_leaves.cpp: constants, ids, types, degrees
   Operand emit_type_index(const Site& s);         ///< emit_leaves.cpp: a row of a typed table

@@ -3,22 +3,14 @@
 
 #include <set>
 
+#include "codegen/cost_model.h"
 #include "codegen/plan.h"
 
 namespace seastar::codegen {
 using namespace ir;
+using namespace cost;
 
 namespace {
-
-constexpr double kRandomLine = 1.0;      // a cache line read at a random neighbour row
-constexpr double kStreamLine = 0.25;     // a cache line read or written in vertex order
-constexpr double kFlop = 1.0 / 64;       // one elementwise op on one element
-constexpr double kAssumedDegree = 4.0;   // edges per vertex the saving is multiplied by
-constexpr int64_t kLineBytes = 64, kElemBytes = 4;  // float32, the common case
-
-double lines(const Value& v) {
-  return static_cast<double>((numel(v.shape) * kElemBytes + kLineBytes - 1) / kLineBytes);
-}
 
 /// What X reads and computes: its distinct Vertex leaves and its elementwise op count (times
 /// the elements of each op); `pure` is false when X reads anything but bound tensors and

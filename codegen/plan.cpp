@@ -1,14 +1,16 @@
 /** \file plan: the back half of lowering, step by step, each followed by its dump (the files
  * are listed in core/util/dumps.h); see plan.h.
  *
- *   1-lower-softmax -> 2-simplify -> 3-fuse -> 4-materialize -> 5-place-outputs (+ buffers)
+ *   1-lower-softmax -> 2-simplify -> 3-fuse -> 4-materialize -> 5-place-outputs
+ *     -> 6-save-edge-values (+ buffers)
  *     here, once per program and direction;
- *   6-emit -> 7-compile
+ *   7-emit -> 8-compile
  *     runtime/engine/kernel_variant.cpp, once per variant (float type, index type, host or GPU) on its
  *     first call: each variant is different code, and emitting all of them with the plan would
  *     compile code no call uses. */
 #include "codegen/plan.h"
 #include "codegen/materialize.h"
+#include "codegen/save_edge_values.h"
 #include "core/passes/passes.h"
 #include "core/util/dumps.h"
 
@@ -22,6 +24,8 @@ std::string plan_text(const FusedPlan& p) {
     for (int v : p.kernels[k].values) s += " %" + std::to_string(v);
     if (!p.kernels[k].epilogue.empty()) s += ", then per centre:";
     for (int v : p.kernels[k].epilogue) s += " %" + std::to_string(v);
+    if (!p.kernels[k].saves.empty()) s += "; stores per edge:";
+    for (const auto& [v, pass] : p.kernels[k].saves) s += " %" + std::to_string(v) + " (pass " + std::to_string(pass) + ")";
     s += "\n";
   }
   static const char* const kRole[] = {"input", "grad_output", "intermediate", "output"};
@@ -67,7 +71,10 @@ FusedPlan plan(const Module& input, bool bipartite, const PlanDumps& to) {
   dump_plan(dumps::plan_step(to.backward, "4-materialize"), p);
   place_outputs(p, sides);                                             // place_outputs.cpp
   dump_plan(dumps::plan_step(to.backward, "5-place-outputs"), p);
-  p.buffers = plan_buffers(p.module, stored, sides);                   // plan_buffers.cpp
+  std::vector<int> buffered = stored;
+  for (int e : save_edge_values(p.module, p.kernels)) buffered.push_back(e);  // save_edge_values.cpp
+  dump_plan(dumps::plan_step(to.backward, "6-save-edge-values"), p);
+  p.buffers = plan_buffers(p.module, buffered, sides);                 // plan_buffers.cpp
   dump_plan(to.backward ? dumps::kFusedBackward : dumps::kFusedForward, p);
   return p;
 }

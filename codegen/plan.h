@@ -20,6 +20,10 @@
  *   place_outputs  (place_outputs.cpp) a vertex output that reads only one traversal's results at
  *                  the centre becomes that traversal's epilogue; the others get a final
  *                  per-vertex / per-edge / parameter map
+ *   save_edge_values (save_edge_values.cpp) the edge values that several passes or kernels
+ *                  read, when save_edge_values.h's cost model says a row per edge is cheaper
+ *                  than computing them again: the first pass that computes one stores it, the
+ *                  others read it
  *   plan_buffers   (plan_buffers.cpp) inputs, outputs, aggregation results and stored values
  * Then, per variant (float type, index type, host or GPU) on its first call: emit (emit_cpu /
  * emit_cuda, cpu_emitter.h, cuda_emitter.h) and compile (the host compiler or NVRTC), the
@@ -31,6 +35,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/ir/ir.h"
@@ -62,6 +67,10 @@ struct Kernel {
   /// Traverse: this kernel's aggregations that only its epilogue reads (not outputs): an emitter
   /// may hand the epilogue the accumulator instead of storing it (their buffer then stays unwritten).
   std::vector<int> epilogue_only;
+  /// Traverse, EdgeMap: edge values this kernel computes and stores per edge (value, pass), for
+  /// its later passes and later kernels to read instead of computing them again
+  /// (save_edge_values.h).
+  std::vector<std::pair<int, int>> saves;
 };
 
 /// A buffer the launcher passes to the kernels.
@@ -122,6 +131,7 @@ std::vector<Kernel> fuse(const ir::Module& m, const std::vector<ir::Group>& side
 /// The kernels that compute `stored` (materialize_vertex_values) before every traversal.
 std::vector<Kernel> precompute_kernels(const std::vector<int>& stored, const std::vector<ir::Group>& sides);
 void place_outputs(FusedPlan& p, const std::vector<ir::Group>& sides);
+/// `stored`: the vertex values of materialize and the edge values of save_edge_values.
 std::vector<Buffer> plan_buffers(const ir::Module& m, const std::vector<int>& stored,
                                  const std::vector<ir::Group>& sides);
 

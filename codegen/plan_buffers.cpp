@@ -8,7 +8,7 @@ using namespace ir;
 
 std::vector<Buffer> plan_buffers(const Module& m, const std::vector<int>& stored, const std::vector<Group>& sides) {
   std::vector<Buffer> buffers;
-  // leaves that are bound tensors, the outputs, aggregation results, stored vertex values
+  // leaves that are bound tensors, the outputs, aggregation results, stored vertex and edge values
   auto side_of = [&](const Value& v) { return v.space == Space::Vertex ? sides[v.id] : Group::Dst; };
   std::set<int> has_buffer;
   auto add_buffer = [&](Buffer b) {

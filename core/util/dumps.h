@@ -15,10 +15,11 @@
  *     4-forward.3-fuse.gir             the kernels fusion forms
  *     4-forward.4-materialize.gir      with the vertex values stored before the traversals
  *     4-forward.5-place-outputs.gir    with vertex outputs as traversal epilogues
+ *     4-forward.6-save-edge-values.gir with the edge values a pass stores for later ones
  *     4-fused-forward.gir              the finished plan (kernels, stored values, epilogues)
  *     5-backward.1-lower-softmax.gir ... 5-fused-backward.gir
- *   6-emit, per variant (f32_i32, f64_i64, ...) on its first call (runtime/engine/kernel_variant.cpp),
- *   before 7-compile:
+ *   7-emit, per variant (f32_i32, f64_i64, ...) on its first call (runtime/engine/kernel_variant.cpp),
+ *   before 8-compile:
  *     <direction>.<variant>.cpp   the emitted C++ (or the CUDA emulator's unit)
  *     <direction>.<variant>.cu    the CUDA
  */

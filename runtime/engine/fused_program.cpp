@@ -145,7 +145,7 @@ const codegen::CudaProgram& FusedProgram::cuda_program(const std::string& direct
   std::lock_guard<std::mutex> lock(cuda_mutex_);
   const runtime::Variant variant = variant_of(dtype, index_dtype);
   auto it = side.cuda.find(variant.name());
-  if (it == side.cuda.end())  // 6-emit (runtime/engine/kernel_variant.h); NVRTC compiles it at launch
+  if (it == side.cuda.end())  // 7-emit (runtime/engine/kernel_variant.h); NVRTC compiles it at launch
     it = side.cuda.emplace(variant.name(), runtime::emit_cuda_variant(side.plan, lowered_.name, direction, variant)).first;
   return it->second;
 }
@@ -228,7 +228,7 @@ runtime::CompiledKernel FusedProgram::cpu_kernel(Side& side, const std::string& 
   const runtime::Variant variant = variant_of(dtype, index_dtype, runtime::cuda_emulation_requested());
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = side.compiled.find(variant.name());
-  if (it == side.compiled.end()) {  // 6-emit, 7-compile (runtime/engine/kernel_variant.h)
+  if (it == side.compiled.end()) {  // 7-emit, 8-compile (runtime/engine/kernel_variant.h)
     const std::string src = runtime::emit_host_variant(side.plan, lowered_.name, direction, variant);
     it = side.compiled.emplace(variant.name(), runtime::compile_host_variant(src, lowered_.name, direction, variant)).first;
   }

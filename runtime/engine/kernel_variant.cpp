@@ -1,4 +1,4 @@
-/** \file Steps 6-emit and 7-compile of the back half per variant; see kernel_variant.h. */
+/** \file Steps 7-emit and 8-compile of the back half per variant; see kernel_variant.h. */
 #include "runtime/engine/kernel_variant.h"
 
 #include <cerrno>

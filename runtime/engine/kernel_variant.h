@@ -1,5 +1,5 @@
 /** \file
- * The last two steps of the back half, 6-emit and 7-compile (steps 1-5 are codegen::plan, the
+ * The last two steps of the back half, 7-emit and 8-compile (steps 1-6 are codegen::plan, the
  * list in codegen/plan.cpp), for one direction of a program and one variant: the float type, the
  * index type and how the kernels run. They run on a variant's first call, not with the plan,
  * because each variant is different code and emitting every one up front would compile code no
@@ -39,18 +39,18 @@ launch::MappingSettings mapping_settings();
 /// What the emitters are told: the variant's C types and `<program>.<direction>` as the name.
 codegen::EmitOptions emit_options(const std::string& program, const std::string& direction, const Variant& v);
 
-/// 6-emit for a GPU: the plan as CUDA and its launches (codegen/cuda_emitter.cpp); dumped as
+/// 7-emit for a GPU: the plan as CUDA and its launches (codegen/cuda_emitter.cpp); dumped as
 /// `<direction>.<variant>.cu`.
 codegen::CudaProgram emit_cuda_variant(const codegen::FusedPlan& plan, const std::string& program,
                                        const std::string& direction, const Variant& v);
 
-/// 6-emit for the host: the plan as C++ (codegen/cpu_emitter.cpp), or with `v.emulate_cuda` its
+/// 7-emit for the host: the plan as C++ (codegen/cpu_emitter.cpp), or with `v.emulate_cuda` its
 /// CUDA (emit_cuda_variant) inside the emulator's unit (runtime/cuda/cuda_emulator.cpp); dumped as
 /// `<direction>.<variant>.cpp`.
 std::string emit_host_variant(const codegen::FusedPlan& plan, const std::string& program, const std::string& direction,
                               const Variant& v);
 
-/// 7-compile for the host: the host compiler, its disk cache, dlopen (runtime/jit/compiler.cpp).
+/// 8-compile for the host: the host compiler, its disk cache, dlopen (runtime/jit/compiler.cpp).
 /// CUDA is compiled by NVRTC when launch_cuda first loads a program on a device, for that
 /// device's architecture (runtime/cuda/cuda_runtime.cpp, runtime/cuda/nvrtc_compiler.cpp).
 CompiledKernel compile_host_variant(const std::string& source, const std::string& program,

@@ -191,7 +191,7 @@ def test_first_compile_benchmark_times_each_call_and_its_compile(tmp_path):
 
 
 def test_user_layers_benchmark_times_both_and_the_ratio(tmp_path):
-    """bench_user_layers.py: the tutorial's GATv2 against PyG's on a tiny graph (plumbing only:
+    """bench_user_layers.py: GATv2 and a transformer's attention against PyG's on a tiny graph (plumbing only:
     the numbers are the committed run's business)."""
     if importlib.util.find_spec("torch_geometric") is None:
         import pytest
@@ -202,8 +202,11 @@ def test_user_layers_benchmark_times_both_and_the_ratio(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 0, f"bench_user_layers.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     result = json.loads(out.read_text())
-    (line,) = result["summary"]
-    assert line["layer"] == "gatv2" and line["ratio_pyg_over_seastar"] > 0
-    assert line["ratio_spread"][0] <= line["ratio_pyg_over_seastar"] <= line["ratio_spread"][1]
-    assert {(row["impl"], row["round"]) for row in result["rows"]} == {(i, r) for i in ("seastar", "pyg") for r in (0, 1)}
+    assert [line["layer"] for line in result["summary"]] == ["gatv2", "transformer"]
+    for line in result["summary"]:
+        assert line["ratio_pyg_over_seastar"] > 0
+        assert line["ratio_spread"][0] <= line["ratio_pyg_over_seastar"] <= line["ratio_spread"][1]
+        assert line["seastar"]["backward_over_forward"] > 0
+    assert {(row["layer"], row["impl"], row["round"]) for row in result["rows"]} == {
+        (name, i, r) for name in ("gatv2", "transformer") for i in ("seastar", "pyg") for r in (0, 1)}
     assert "PyG / Seastar" in r.stdout
