@@ -81,7 +81,10 @@ EmitterBase::EmitterBase(const FusedPlan& p, const EmitOptions& o) : p_(p), m_(p
   std::set<int> stored;
   for (const Kernel& k : p.kernels) {
     if (k.precompute) stored.insert(k.values.begin(), k.values.end());
-    for (const auto& [v, pass] : k.saves) stored.insert(v);  // an edge value stored where first computed
+    for (const Kernel::EdgeSave& e : k.saves) {  // an edge value stored where first computed
+      stored.insert(e.value);
+      if (e.by_slot) by_slot_.insert(e.value);
+    }
   }
   for (auto& [v, bs] : write_)
     if (!read_.count(v) &&
@@ -129,14 +132,14 @@ std::string EmitterBase::at(const Operand& o, const Shape& shape, const Shape& o
 
 std::string EmitterBase::buffer_ptr(int b, const std::string& row) const {
   const Buffer& buf = p_.buffers[b];
-  const char* type = buf.is_int ? "int64_t" : o_.storage_type.empty() ? "T" : "S";
+  const char* type = buf.is_int ? "int64_t" : o_.storage_type.empty() || buf.compute_type ? "T" : "S";
   std::string base = std::string("((") + type + "*)" + buffer_array(b) + ")";
   if (buf.rows == Space::Param) return base;
   return "(" + base + " + " + row + " * " + std::to_string(buf.numel) + ")";
 }
 
 std::string EmitterBase::buffer_read_ptr(int b, const std::string& row) const {
-  if (p_.buffers[b].is_int || o_.storage_type.empty()) return buffer_ptr(b, row);
+  if (p_.buffers[b].is_int || p_.buffers[b].compute_type || o_.storage_type.empty()) return buffer_ptr(b, row);
   return "sx::cvt_ptr<S, T>(" + buffer_ptr(b, row) + ")";
 }
 
@@ -189,7 +192,7 @@ void EmitterBase::begin_kernel(const Kernel& k) {
   saves_ = k.saves;
   saving_.clear();
   if (k.kind == Kernel::Kind::EdgeMap)
-    for (const auto& [v, pass] : k.saves) saving_.insert(v);
+    for (const Kernel::EdgeSave& e : k.saves) saving_.insert(e.value);
   memo_.clear();
   pre_.str("");
   body_.str("");
@@ -210,7 +213,7 @@ std::string EmitterBase::kernel_comment(int index, const Kernel& k) const {
   if (!k.epilogue.empty()) out << ", then per centre";
   for (int v : k.epilogue) out << " %" << v;
   if (!k.saves.empty()) out << "; stores per edge";
-  for (const auto& [v, pass] : k.saves) out << " %" << v;
+  for (const Kernel::EdgeSave& e : k.saves) out << " %" << e.value;
   out << "\n";
   return out.str();
 }
@@ -225,6 +228,10 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
   if (hit != memo_.end()) return hit->second;
   if (kind_ == Kernel::Kind::Traverse && row == "n") reads_nbr_ = true;
   auto rb = computing_.count(id) || saving_.count(id) ? read_.end() : read_.find(id);
+  if (rb != read_.end() && by_slot_.count(id)) {  // a stored edge value in the traversal's edge order
+    note_traffic(per_of(row), buffer_label(rb->second), rb->second, numel(v.shape) * storage_bytes(), false, false);
+    return memo_[key] = Operand{buffer_read_ptr(rb->second, kEdgeSlot), Layout::Whole};
+  }
   if (rb != read_.end()) {
     if (kind_ == Kernel::Kind::Traverse && (row == "n" || row == "e"))
       (row == "n" ? random_rows_.nbr : random_rows_.edge).push_back({rb->second, numel(v.shape)});
@@ -241,7 +248,7 @@ Operand EmitterBase::val(int id, const std::string& row_in) {
   const Operand out = compute(site);
   memo_[key] = out;
   // an edge value this pass stores for later passes and kernels (save_edge_values.h)
-  if (saving_.count(id)) store(site.os, id, out, row, site.S);
+  if (saving_.count(id)) store(site.os, id, out, by_slot_.count(id) ? kEdgeSlot : row, site.S);
   return out;
 }
 
@@ -326,6 +333,7 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
       if (accumulator_layout(m_.at(a)) == Layout::Whole) unstored_.insert(a);
   int last_pass = 0;
   for (int ps : k.pass) last_pass = std::max(last_pass, ps);
+  const bool slot_rows = std::any_of(k.saves.begin(), k.saves.end(), [](const Kernel::EdgeSave& e) { return e.by_slot; });
   // the skeleton, per centre: its slot in the degree order and its two offsets
   const std::string index = k.group == Group::Src ? "graph out_" : "graph in_";
   note_traffic(TrafficTerm::Per::Vertex, index + "order", -1, index_bytes(), false, false);
@@ -334,8 +342,8 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
     pass_ = pass;
     reads_edge_id_ = reads_nbr_ = false;
     saving_.clear();
-    for (const auto& [v, at] : saves_)
-      if (at == pass) saving_.insert(v);
+    for (const Kernel::EdgeSave& e : saves_)
+      if (e.pass == pass) saving_.insert(e.value);
     // edge-level values live inside one pass's edge loop; centre values stay in scope
     for (auto it = memo_.begin(); it != memo_.end();)
       it = (it->first.second == "e" || it->first.second == "n") ? memo_.erase(it) : std::next(it);
@@ -352,7 +360,8 @@ EmitterBase::Traversal EmitterBase::traversal(const Kernel& k) {
     if (pass > 0) pass_barrier(passes);
     passes << "      // pass " << pass << "\n" << pre_.str() << init.str()
            << "      for (int64_t " << edge_loop_bounds() << "; ++j) {\n"
-           << "        const int64_t n = nbr[j], e = eid[j];\n        (void)n;\n"
+           << "        const int64_t n = nbr[j], e = eid[j]" << (slot_rows ? std::string(", ") + kEdgeSlot + " = j" : "")
+           << ";\n        (void)n;" << (slot_rows ? std::string(" (void)") + kEdgeSlot + ";" : "") << "\n"
            << prefetch(random_rows_) << indent(body_.str()) << update.str() << "      }\n";
     after_edge_loop(passes);
     passes << once_per_centre(fin.str());

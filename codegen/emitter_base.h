@@ -184,7 +184,8 @@ class EmitterBase {
   std::map<int, std::vector<int>> write_;   ///< value -> the buffers it is stored to
   std::map<std::pair<int, std::string>, Operand> memo_;
   std::set<int> computing_;                 ///< values the current (precompute) kernel computes, not reads
-  std::vector<std::pair<int, int>> saves_;  ///< the current kernel's Kernel::saves
+  std::vector<Kernel::EdgeSave> saves_;     ///< the current kernel's Kernel::saves
+  std::set<int> by_slot_;                   ///< stored edge values in their traversal's edge order
   std::set<int> saving_;                    ///< edge values the current pass computes and stores, not reads
   std::ostringstream pre_, body_;           ///< per-centre and per-edge code of the current pass
   RandomRows random_rows_;  ///< buffers read at the neighbour's or the edge's row in this pass
@@ -211,6 +212,9 @@ class EmitterBase {
     std::ostringstream& os;
   };
   static constexpr const char* kIndent = "      ";
+  /// The edge's slot in the traversal's index (its loop counter j under a name no inner loop
+  /// takes): the row of a stored edge value in edge order.
+  static constexpr const char* kEdgeSlot = "es";
   /// "T v12_e[S];" in layout `l`; the vectorisation pragma of a loop of layout `l`.
   void declare(const Site& s, Layout l);
   /// The code computing a value that is neither memoised nor read from a buffer (val's op switch).

@@ -25,7 +25,8 @@ std::string plan_text(const FusedPlan& p) {
     if (!p.kernels[k].epilogue.empty()) s += ", then per centre:";
     for (int v : p.kernels[k].epilogue) s += " %" + std::to_string(v);
     if (!p.kernels[k].saves.empty()) s += "; stores per edge:";
-    for (const auto& [v, pass] : p.kernels[k].saves) s += " %" + std::to_string(v) + " (pass " + std::to_string(pass) + ")";
+    for (const Kernel::EdgeSave& e : p.kernels[k].saves)
+      s += " %" + std::to_string(e.value) + " (pass " + std::to_string(e.pass) + (e.by_slot ? ", in edge order" : "") + ")";
     s += "\n";
   }
   static const char* const kRole[] = {"input", "grad_output", "intermediate", "output"};

@@ -67,10 +67,15 @@ struct Kernel {
   /// Traverse: this kernel's aggregations that only its epilogue reads (not outputs): an emitter
   /// may hand the epilogue the accumulator instead of storing it (their buffer then stays unwritten).
   std::vector<int> epilogue_only;
-  /// Traverse, EdgeMap: edge values this kernel computes and stores per edge (value, pass), for
-  /// its later passes and later kernels to read instead of computing them again
-  /// (save_edge_values.h).
-  std::vector<std::pair<int, int>> saves;
+  /// Traverse, EdgeMap: edge values this kernel computes and stores per edge, for its later
+  /// passes and later kernels to read instead of computing them again (save_edge_values.h).
+  struct EdgeSave {
+    int value;
+    int pass;      ///< the pass that computes and stores it
+    bool by_slot;  ///< rows in the traversal's edge order (its slot j), not at the edge's id:
+                   ///< only this traversal reads it, so its writes and reads are sequential
+  };
+  std::vector<EdgeSave> saves;
 };
 
 /// A buffer the launcher passes to the kernels.
@@ -83,6 +88,9 @@ struct Buffer {
   int64_t numel = 1;     ///< feature elements per row
   bool is_int = false;   ///< int64 (argmax, ids) instead of the float type
   ir::Group side = ir::Group::Dst;  ///< Vertex rows: destinations (num_dst) or sources (num_src)
+  /// Held in the kernels' compute type (float32 under 16-bit storage), not the tensors': an edge
+  /// value stored for later passes (save_edge_values.h), which rounding to 16 bits would change.
+  bool compute_type = false;
 };
 
 struct FusedPlan {

@@ -34,7 +34,8 @@ std::vector<Buffer> plan_buffers(const Module& m, const std::vector<int>& stored
                   side_of(v)});
   for (int x : stored) {
     const Value& v = m.at(x);
-    add_buffer({Buffer::Role::Intermediate, x, "", -1, v.space, numel(v.shape), v.dtype == DType::Int, side_of(v)});
+    add_buffer({Buffer::Role::Intermediate, x, "", -1, v.space, numel(v.shape), v.dtype == DType::Int, side_of(v),
+                v.space == Space::Edge});
   }
   return buffers;
 }

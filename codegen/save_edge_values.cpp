@@ -81,9 +81,16 @@ class EdgeSaver {
     // each value at the first site that computes it, consumers first: whether a walk reaches a
     // value depends only on the values above it
     std::vector<int> stored = chosen();
-    for (int id : stored) home_[id] = sites_of(id).front();
+    std::map<int, bool> by_slot;
+    for (int id : stored) {
+      const std::vector<Site> sites = sites_of(id);
+      home_[id] = sites.front();
+      // read only by the traversal that stores it: rows in its edge order, not at the edge ids
+      by_slot[id] = kernels_[sites.front().first].kind == Kernel::Kind::Traverse &&
+                    std::all_of(sites.begin(), sites.end(), [&](const Site& s) { return s.first == sites.front().first; });
+    }
     std::sort(stored.begin(), stored.end());
-    for (int id : stored) kernels_[home_[id].first].saves.push_back({id, home_[id].second});
+    for (int id : stored) kernels_[home_[id].first].saves.push_back({id, home_[id].second, by_slot[id]});
     return stored;
   }
 
@@ -122,9 +129,9 @@ class EdgeSaver {
     for (const auto& [site, roots] : roots_) {
       bool found = false;
       visit_inputs(m_, roots, [&](const Value& v) {
-        if (found || is_reduction(v) || read_back(v.id, site) || v.op == Op::gather) return false;
-        if (v.id == x) found = true;
-        return !found;
+        if (found) return false;
+        if (v.id == x) return !(found = true);
+        return !is_reduction(v) && !read_back(v.id, site) && v.op != Op::gather;
       });
       if (found) out.push_back(site);
     }

@@ -15,7 +15,10 @@
  * stored value read there is not recomputed. Storing costs a row of the value per edge, written
  * once and read at each later site. Candidates are taken latest first, so that storing a value
  * (a softmax's weight) spares later sites the values it was made of (its score), which are then
- * only stored if some other site still recomputes them. A module output is never a candidate: it
+ * only stored if some other site still recomputes them. A value only its own traversal reads is
+ * stored in that traversal's edge order (the slot j of its CSC or CSR), so its writes and reads
+ * are sequential; one that another kernel reads is stored at the edge ids, which every kernel
+ * knows. A module output is never a candidate: it
  * has its own buffer and kernel. The plan is made once per program, before any graph is seen, so
  * the model counts per edge and assumes nothing about the graph.
  */

@@ -32,8 +32,12 @@ def _layers():
     return {  # name: (factory(in_channels), how it is called on a graph)
         "GCNConv": lambda f: snn.GCNConv(f, F_OUT),
         "GATConv": lambda f: snn.GATConv(f, F_OUT, heads=2),
+        "GATv2Conv": lambda f: snn.GATv2Conv(f, F_OUT, heads=2),
+        "TransformerConv": lambda f: snn.TransformerConv(f, F_OUT, heads=2),
         "SAGEConv": lambda f: snn.SAGEConv(f, F_OUT),
         "GINConv": lambda f: snn.GINConv(torch.nn.Linear(f if isinstance(f, int) else f[0], F_OUT)),
+        "GINEConv": lambda f: _WithEdgeFeatures(snn.GINEConv(torch.nn.Linear(f if isinstance(f, int) else f[0], F_OUT)),
+                                                F_IN),
         "GraphConv": lambda f: snn.GraphConv(f, F_OUT),
         "APPNP": lambda f: snn.APPNP(K=2, alpha=0.1),
         "RGCNConv": lambda f: snn.RGCNConv(f, F_OUT, R),
@@ -70,12 +74,27 @@ def _probes(graph, typed, block, ei, bip_ei):
     }
 
 
+class _WithEdgeFeatures(torch.nn.Module):
+    """A layer that reads edge features on every call (GINEConv), given random ones of `width`."""
+
+    def __init__(self, layer, width: int):
+        super().__init__()
+        self.layer, self.width = layer, width
+
+    def forward(self, *args):
+        return self.layer(*args, edge_attr=torch.randn(E, self.width))
+
+
 def _edge_features(name, graph, x):
     import seastar.nn as snn
 
-    if name != "GATConv":
+    makers = {"GATConv": lambda: snn.GATConv(F_IN, F_OUT, edge_dim=2),
+              "GATv2Conv": lambda: snn.GATv2Conv(F_IN, F_OUT, edge_dim=2),
+              "TransformerConv": lambda: snn.TransformerConv(F_IN, F_OUT, edge_dim=2),
+              "GINEConv": lambda: snn.GINEConv(torch.nn.Linear(F_IN, F_OUT), edge_dim=2)}
+    if name not in makers:
         raise TypeError("no edge features")
-    layer = snn.set_backend(snn.GATConv(F_IN, F_OUT, edge_dim=2), "reference")
+    layer = snn.set_backend(makers[name](), "reference")
     return layer(graph, x, edge_attr=torch.randn(E, 2))
 
 

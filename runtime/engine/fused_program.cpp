@@ -170,6 +170,12 @@ std::vector<void*> FusedProgram::bind_buffers(const codegen::FusedPlan& plan, co
   const int64_t N = g.num_dst(), E = g.num_edges(), NS = g.num_src();
   const auto options = torch::TensorOptions().device(device);
   std::vector<void*> buffers(plan.buffers.size(), nullptr);
+  // a buffer's element type: int64, the call's float type, or float32 where the kernels keep the
+  // compute type under 16-bit storage
+  const bool half = dtype == torch::kHalf || dtype == torch::kBFloat16;
+  auto type_of = [&](const codegen::Buffer& buf) {
+    return buf.is_int ? torch::kLong : buf.compute_type && half ? torch::kFloat : dtype;
+  };
   keep.assign(plan.buffers.size(), torch::Tensor());
   outputs.assign(plan.module.outputs.size(), torch::Tensor());
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
@@ -209,10 +215,10 @@ std::vector<void*> FusedProgram::bind_buffers(const codegen::FusedPlan& plan, co
       t = t.contiguous();
       if (misaligned(t, alignment)) t = t.clone();  // a fresh allocation: aligned
     } else if (buf.role == codegen::Buffer::Role::Intermediate && device.is_cpu()) {
-      t = scratch.take(full, buf.is_int ? torch::kLong : dtype);
-      if (misaligned(t, alignment)) t = torch::empty(full, options.dtype(buf.is_int ? torch::kLong : dtype));
+      t = scratch.take(full, type_of(buf));
+      if (misaligned(t, alignment)) t = torch::empty(full, options.dtype(type_of(buf)));
     } else {
-      t = torch::empty(full, options.dtype(buf.is_int ? torch::kLong : dtype));
+      t = torch::empty(full, options.dtype(type_of(buf)));
       if (buf.role == codegen::Buffer::Role::Output) outputs[buf.index] = t;
     }
     keep[b] = t;

@@ -14,14 +14,15 @@ using codegen::Kernel;
 
 namespace {
 
-// "div[2]@0.1" per stored value: its op, its row's elements, the kernel and pass that store it
+// "div[2]@0.1" per stored value: its op, its row's elements, the kernel and pass that store it,
+// and "j" when its rows are in the traversal's edge order
 std::string saves(const codegen::FusedPlan& p) {
   std::string s;
   for (size_t k = 0; k < p.kernels.size(); ++k)
-    for (const auto& [v, pass] : p.kernels[k].saves) {
-      const ir::Value& x = p.module.at(v);
+    for (const Kernel::EdgeSave& e : p.kernels[k].saves) {
+      const ir::Value& x = p.module.at(e.value);
       s += (s.empty() ? "" : " ") + std::string(ir::op_info(x.op).name) + "[" + std::to_string(ir::numel(x.shape)) +
-           "]@" + std::to_string(k) + "." + std::to_string(pass);
+           "]@" + std::to_string(k) + "." + std::to_string(e.pass) + (e.by_slot ? "j" : "");
     }
   return s;
 }
@@ -29,11 +30,11 @@ std::string saves(const codegen::FusedPlan& p) {
 // every stored value has an intermediate buffer of one row per edge
 void expect_edge_buffers(const codegen::FusedPlan& p) {
   for (const Kernel& k : p.kernels)
-    for (const auto& [v, pass] : k.saves) {
+    for (const Kernel::EdgeSave& e : k.saves) {
       bool found = false;
       for (const codegen::Buffer& b : p.buffers)
-        found |= b.value == v && b.role == codegen::Buffer::Role::Intermediate && b.rows == ir::Space::Edge;
-      EXPECT_TRUE(found) << "%" << v << " has no per-edge buffer";
+        found |= b.value == e.value && b.role == codegen::Buffer::Role::Intermediate && b.rows == ir::Space::Edge;
+      EXPECT_TRUE(found) << "%" << e.value << " has no per-edge buffer";
     }
 }
 
@@ -59,8 +60,10 @@ TEST(SaveEdgeValues, AnAttentionBackwardStoresItsNarrowEdgeValuesOnce) {
   // the score (pass 0), its exp (pass 1), the weight and the gradient's dot product (pass 2) and
   // the score's gradient (pass 3), each H = 2 per edge, are computed once: no later pass and not
   // the source traversal computes a score again. The [2, 8] rows (the sum leaky_relu reads, the
-  // gradient terms) are not worth their bytes
-  EXPECT_EQ(saves(p), "fsum[2]@0.0 exp[2]@0.1 div[2]@0.2 sum_to[2]@0.2 fsum[2]@0.3");
+  // gradient terms) are not worth their bytes. What only the destination traversal reads is
+  // stored in its edge order (j); the weight and the score's gradient, which the source
+  // traversal reads too, at the edge ids
+  EXPECT_EQ(saves(p), "fsum[2]@0.0j exp[2]@0.1j div[2]@0.2 sum_to[2]@0.2j fsum[2]@0.3");
   expect_edge_buffers(p);
 }
 
@@ -71,7 +74,7 @@ TEST(SaveEdgeValues, AnAttentionForwardInOnePassStoresNothing) {
 
 TEST(SaveEdgeValues, AnEdgeOutputReadsWhatTheTraversalStored) {
   // the softmax is an output too: three passes and a per-edge map, and the exp that the second
-  // pass computes is read back by the third and by the map
+  // pass computes is read back by the third and by the map (so at the edge ids)
   Builder b({{"s", {30, 1}}}, {});
   Vertex v(&b);
   Edge e = v.in_edges().edge();

@@ -20,17 +20,21 @@ from ..graph import Graph
 from ..loader import layerwise_inference
 from .appnp import APPNP
 from .gat_conv import GATConv
+from .gatv2_conv import GATv2Conv
 from .gcn_conv import GCNConv
 from .gin_conv import GINConv
+from .gine_conv import GINEConv
 from .graph_conv import GraphConv
 from .sage_conv import SAGEConv
+from .transformer_conv import TransformerConv
 from .softmax import edge_softmax
 from .rgcn_conv import RGCNConv
 from .hgt_conv import HGTConv
 from .hgt_dict import HGTDictConv  # PyG's metadata form of HGTConv, which HGTConv(..., metadata) builds
 from .hetero_conv import HeteroConv
 
-LAYERS = (GCNConv, GATConv, SAGEConv, GINConv, GraphConv, APPNP, RGCNConv, HGTConv, HeteroConv)
+LAYERS = (GCNConv, GATConv, GATv2Conv, TransformerConv, SAGEConv, GINConv, GINEConv, GraphConv, APPNP, RGCNConv,
+          HGTConv, HeteroConv)
 
 SCRIPT_MESSAGE = ("torch.jit.script cannot compile seastar.nn layers (their graph work is Python that traces "
                   "vertex programs); use torch.compile, or torch.export for a deployable program")
@@ -43,8 +47,8 @@ def _refuse_script(self):
 for _layer in LAYERS:  # torch.jit.script calls this on every submodule before compiling any
     _layer.__prepare_scriptable__ = _refuse_script
 
-__all__ = ["GCNConv", "GATConv", "SAGEConv", "GINConv", "GraphConv", "APPNP", "edge_softmax", "set_backend",
-           "RGCNConv", "HGTConv", "HeteroConv", "inference", "WithGraph"]
+__all__ = ["GCNConv", "GATConv", "GATv2Conv", "TransformerConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv",
+           "APPNP", "edge_softmax", "set_backend", "RGCNConv", "HGTConv", "HeteroConv", "inference", "WithGraph"]
 
 
 class WithGraph(torch.nn.Module):

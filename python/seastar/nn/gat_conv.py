@@ -81,6 +81,23 @@ def _aggregates_first_typical(bipartite: bool, F_in: int, H: int, C: int, loops:
     return _aggregate_is_cheaper(ns, nd, E + (nd if loops else 0), F_in, H, C)
 
 
+def attention_result(s, alpha: torch.Tensor, device):
+    """PyG's ``(edge_index, alpha)`` of ``return_attention_weights``: ``alpha`` [E, H] on ``s``'s
+    edges, or a sparse [num_dst, num_src, H] tensor when the structure came as a sparse adjacency."""
+    ei = s.edge_index.to(device)
+    if s.layout is None or s.layout == "torch_sparse":
+        return ei, alpha
+    # a sparse adjacency in: a sparse [num_dst, num_src, H] attention out, in its own (row-major) order
+    order = torch.argsort(ei[1] * max(s.num_src, 1) + ei[0], stable=True)
+    ei, alpha = ei[:, order], alpha[order]
+    size = (s.num_dst, s.num_src) + tuple(alpha.shape[1:])
+    if s.layout == torch.sparse_csr:
+        counts = torch.bincount(ei[1], minlength=s.num_dst)
+        crow = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+        return torch.sparse_csr_tensor(crow, ei[0], alpha, size), alpha
+    return torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), alpha, size, is_coalesced=True), alpha
+
+
 class GATConv(HomogeneousLayer):
     r"""Graph attention: per head ``k``, ``h = x W`` split into heads ``[N, H, C]``,
 
@@ -206,7 +223,7 @@ class GATConv(HomogeneousLayer):
         res = None if self.res is None or x_dst is None else self.res(x_dst)
         if return_attention_weights:
             out, s, alpha = self._forward_returning_attention(call)
-            return self._output(out, res), self._attention_result(s, alpha[..., 0], x_src.device)
+            return self._output(out, res), attention_result(s, alpha[..., 0], x_src.device)
         if self._aggregates_first(call.edge_index, x_src, x_dst):
             return self._output(self._forward_aggregating_first(call), res)
         return self._output(self._forward_projecting_first(call), res)
@@ -392,20 +409,6 @@ class GATConv(HomogeneousLayer):
         if ea is not None:
             score = score + ea
         return edge_softmax(s.graph, F.leaky_relu(score, self.negative_slope), backend=self.backend)
-
-    def _attention_result(self, s, alpha: torch.Tensor, device):
-        ei = s.edge_index.to(device)
-        if s.layout is None or s.layout == "torch_sparse":
-            return ei, alpha
-        # a sparse adjacency in: a sparse [num_dst, num_src, H] attention out, in its own (row-major) order
-        order = torch.argsort(ei[1] * max(s.num_src, 1) + ei[0], stable=True)
-        ei, alpha = ei[:, order], alpha[order]
-        size = (s.num_dst, s.num_src) + tuple(alpha.shape[1:])
-        if s.layout == torch.sparse_csr:
-            counts = torch.bincount(ei[1], minlength=s.num_dst)
-            crow = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
-            return torch.sparse_csr_tensor(crow, ei[0], alpha, size), alpha
-        return torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), alpha, size, is_coalesced=True), alpha
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
