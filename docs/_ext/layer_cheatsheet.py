@@ -39,6 +39,8 @@ def _layers():
         "GINEConv": lambda f: _WithEdgeFeatures(snn.GINEConv(torch.nn.Linear(f if isinstance(f, int) else f[0], F_OUT)),
                                                 F_IN),
         "GraphConv": lambda f: snn.GraphConv(f, F_OUT),
+        "ResGatedGraphConv": lambda f: snn.ResGatedGraphConv(f, F_OUT),
+        "AGNNConv": lambda f: snn.AGNNConv(),
         "APPNP": lambda f: snn.APPNP(K=2, alpha=0.1),
         "RGCNConv": lambda f: snn.RGCNConv(f, F_OUT, R),
         "HGTConv": lambda f: snn.HGTConv(f, F_OUT, T, R, heads=1),
@@ -91,7 +93,8 @@ def _edge_features(name, graph, x):
     makers = {"GATConv": lambda: snn.GATConv(F_IN, F_OUT, edge_dim=2),
               "GATv2Conv": lambda: snn.GATv2Conv(F_IN, F_OUT, edge_dim=2),
               "TransformerConv": lambda: snn.TransformerConv(F_IN, F_OUT, edge_dim=2),
-              "GINEConv": lambda: snn.GINEConv(torch.nn.Linear(F_IN, F_OUT), edge_dim=2)}
+              "GINEConv": lambda: snn.GINEConv(torch.nn.Linear(F_IN, F_OUT), edge_dim=2),
+              "ResGatedGraphConv": lambda: snn.ResGatedGraphConv(F_IN, F_OUT, edge_dim=2)}
     if name not in makers:
         raise TypeError("no edge features")
     layer = snn.set_backend(makers[name](), "reference")

@@ -18,6 +18,7 @@ import torch
 
 from ..graph import Graph
 from ..loader import layerwise_inference
+from .agnn_conv import AGNNConv
 from .appnp import APPNP
 from .gat_conv import GATConv
 from .gatv2_conv import GATv2Conv
@@ -25,6 +26,7 @@ from .gcn_conv import GCNConv
 from .gin_conv import GINConv
 from .gine_conv import GINEConv
 from .graph_conv import GraphConv
+from .res_gated_graph_conv import ResGatedGraphConv
 from .sage_conv import SAGEConv
 from .transformer_conv import TransformerConv
 from .softmax import edge_softmax
@@ -33,8 +35,8 @@ from .hgt_conv import HGTConv
 from .hgt_dict import HGTDictConv  # PyG's metadata form of HGTConv, which HGTConv(..., metadata) builds
 from .hetero_conv import HeteroConv
 
-LAYERS = (GCNConv, GATConv, GATv2Conv, TransformerConv, SAGEConv, GINConv, GINEConv, GraphConv, APPNP, RGCNConv,
-          HGTConv, HeteroConv)
+LAYERS = (GCNConv, GATConv, GATv2Conv, TransformerConv, SAGEConv, GINConv, GINEConv, GraphConv, ResGatedGraphConv,
+          AGNNConv, APPNP, RGCNConv, HGTConv, HeteroConv)
 
 SCRIPT_MESSAGE = ("torch.jit.script cannot compile seastar.nn layers (their graph work is Python that traces "
                   "vertex programs); use torch.compile, or torch.export for a deployable program")
@@ -48,7 +50,7 @@ for _layer in LAYERS:  # torch.jit.script calls this on every submodule before c
     _layer.__prepare_scriptable__ = _refuse_script
 
 __all__ = ["GCNConv", "GATConv", "GATv2Conv", "TransformerConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv",
-           "APPNP", "edge_softmax", "set_backend", "RGCNConv", "HGTConv", "HeteroConv", "inference", "WithGraph"]
+           "ResGatedGraphConv", "AGNNConv", "APPNP", "edge_softmax", "set_backend", "RGCNConv", "HGTConv", "HeteroConv", "inference", "WithGraph"]
 
 
 class WithGraph(torch.nn.Module):
