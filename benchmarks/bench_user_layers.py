@@ -1,10 +1,13 @@
 """Layers a user writes as vertex programs, against PyG's own layer with the same weights.
 
-    python benchmarks/bench_user_layers.py [--layers gatv2,transformer] [--rounds 3] [--out FILE]
+    python benchmarks/bench_user_layers.py [--layers gatv2,transformer,GATv2Conv,...] [--rounds 3] [--out FILE]
 
-Each layer is written as the tutorial (docs/tutorial/write_a_layer.md) writes it: the vertex
-program for everything per edge, torch for the dense projections. Forward and backward are timed
-apart, float32, on a random graph with a hub (a tenth of the edges into vertex 0); the
+Two kinds of layer, both a vertex program for everything per edge and torch for the dense
+projections: the tutorial's (``gatv2``, ``transformer``: written as docs/tutorial/write_a_layer.md
+writes them, weights copied from PyG's layer), and seastar.nn's layers that are plain programs
+(``GATv2Conv``, ``TransformerConv``, ``GINEConv``, ``ResGatedGraphConv``, ``AGNNConv``: PyG's
+state dict loaded, PyG's defaults such as GATv2's self loops, called with the graph first).
+Forward and backward are timed apart, float32, on a random graph with a hub (a tenth of the edges into vertex 0); the
 implementations alternate within each round (Seastar, PyG, Seastar, ...) and each round keeps the
 median of ``--repeats`` steps after a warm-up step, so a drift of the machine's load hits both.
 The report gives per layer the medians over rounds, the spread (min-max over rounds), the
@@ -78,12 +81,48 @@ class Transformer(torch.nn.Module):
         return transformer(graph, q=q, k=k, val=val, ea=ea, scale=self.scale).reshape(-1, H * C)
 
 
-LAYERS = ("gatv2", "transformer")
 EDGE_DIM = 8  # the edge features' width, for the layers that read them
 
 
+class GraphFirst(torch.nn.Module):
+    """A seastar.nn layer called with the graph first, ``layer(graph, x, *rest)``."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, graph, x, *rest):
+        return self.layer(graph, x, *rest)
+
+
+def _zoo(name: str, f_in: int, heads: int, channels: int):
+    """(PyG's layer, Seastar's with its weights, whether they read edge features) for the
+    seastar.nn layers that are plain vertex programs."""
+    import seastar.nn as snn
+    import torch_geometric.nn as pnn
+    hc = heads * channels
+    makers = {
+        "GATv2Conv": (lambda m: m.GATv2Conv(f_in, channels, heads=heads), False),
+        "TransformerConv": (lambda m: m.TransformerConv(f_in, channels, heads=heads, edge_dim=EDGE_DIM), True),
+        "GINEConv": (lambda m: m.GINEConv(torch.nn.Linear(f_in, hc), edge_dim=EDGE_DIM), True),
+        "ResGatedGraphConv": (lambda m: m.ResGatedGraphConv(f_in, hc), False),
+        "AGNNConv": (lambda m: m.AGNNConv(), False),
+    }
+    make, edges = makers[name]
+    torch.manual_seed(0)
+    theirs = make(pnn)
+    ours = make(snn)
+    ours.load_state_dict(theirs.state_dict())
+    return GraphFirst(ours), theirs, edges
+
+
+ZOO = ("GATv2Conv", "TransformerConv", "GINEConv", "ResGatedGraphConv", "AGNNConv")
+LAYERS = ("gatv2", "transformer") + ZOO
+
+
 def make_layers(name: str, f_in: int, heads: int, channels: int):
-    """(Seastar's layer, PyG's layer, whether they read edge features), with the same weights."""
+    """(Seastar's layer, PyG's layer, whether they read edge features), with the same weights:
+    the tutorial's programs (gatv2, transformer) or seastar.nn's layers (ZOO)."""
     from torch_geometric.nn import GATv2Conv, TransformerConv
     torch.manual_seed(0)
     if name == "gatv2":
@@ -92,6 +131,8 @@ def make_layers(name: str, f_in: int, heads: int, channels: int):
     if name == "transformer":
         theirs = TransformerConv(f_in, channels, heads=heads, edge_dim=EDGE_DIM, root_weight=False)
         return Transformer(theirs), theirs, True
+    if name in ZOO:
+        return _zoo(name, f_in, heads, channels)
     raise SystemExit(f"unknown layer {name!r}; choose from {', '.join(LAYERS)}")
 
 
@@ -135,8 +176,9 @@ def measure(args) -> dict:
             calls = {"seastar": lambda x: ours(graph, x, edge_attr), "pyg": lambda x: theirs(x, ei, edge_attr)}
         else:
             calls = {"seastar": lambda x: ours(graph, x), "pyg": lambda x: theirs(x, ei)}
-        weights = torch.randn(args.num_nodes, args.heads * args.channels)
-        torch.testing.assert_close(calls["seastar"](x), calls["pyg"](x), rtol=1e-4, atol=1e-4)
+        expected = calls["pyg"](x)
+        torch.testing.assert_close(calls["seastar"](x), expected, rtol=1e-4, atol=1e-4)
+        weights = torch.randn(expected.shape)
         per_round = {impl: [] for impl in calls}
         for r in range(args.rounds):
             for impl, call in calls.items():
@@ -173,7 +215,7 @@ def measure(args) -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--layers", default=",".join(LAYERS))
+    ap.add_argument("--layers", default=",".join(LAYERS), help="comma-separated: " + ", ".join(LAYERS))
     ap.add_argument("--num-nodes", type=int, default=50_000)
     ap.add_argument("--num-edges", type=int, default=550_000)
     ap.add_argument("--in-channels", type=int, default=32)

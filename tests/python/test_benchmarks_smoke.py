@@ -191,22 +191,22 @@ def test_first_compile_benchmark_times_each_call_and_its_compile(tmp_path):
 
 
 def test_user_layers_benchmark_times_both_and_the_ratio(tmp_path):
-    """bench_user_layers.py: GATv2 and a transformer's attention against PyG's on a tiny graph (plumbing only:
-    the numbers are the committed run's business)."""
+    """bench_user_layers.py: the tutorial's GATv2 and seastar.nn's GINEConv against PyG's on a
+    tiny graph (plumbing only: the numbers are the committed run's business)."""
     if importlib.util.find_spec("torch_geometric") is None:
         import pytest
         pytest.skip("PyTorch Geometric is not installed")
     out = tmp_path / "user_layers.json"
     cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_user_layers.py"), "--num-nodes", "300",
-           "--num-edges", "2000", "--rounds", "2", "--repeats", "1", "--out", str(out)]
+           "--num-edges", "2000", "--rounds", "2", "--repeats", "1", "--layers", "gatv2,GINEConv", "--out", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 0, f"bench_user_layers.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     result = json.loads(out.read_text())
-    assert [line["layer"] for line in result["summary"]] == ["gatv2", "transformer"]
+    assert [line["layer"] for line in result["summary"]] == ["gatv2", "GINEConv"]
     for line in result["summary"]:
         assert line["ratio_pyg_over_seastar"] > 0
         assert line["ratio_spread"][0] <= line["ratio_pyg_over_seastar"] <= line["ratio_spread"][1]
         assert line["seastar"]["backward_over_forward"] > 0
     assert {(row["layer"], row["impl"], row["round"]) for row in result["rows"]} == {
-        (name, i, r) for name in ("gatv2", "transformer") for i in ("seastar", "pyg") for r in (0, 1)}
+        (name, i, r) for name in ("gatv2", "GINEConv") for i in ("seastar", "pyg") for r in (0, 1)}
     assert "PyG / Seastar" in r.stdout
