@@ -27,8 +27,9 @@ double stored_row(const Value& v) {
   return kRandomLine * static_cast<double>(numel(v.shape) * kElemBytes) / static_cast<double>(kLineBytes);
 }
 
-bool is_candidate(const Value& v, const std::set<int>& outputs) {
-  if (v.space != Space::Edge || v.dtype != DType::Float || outputs.count(v.id)) return false;
+/// An edge value an edge loop computes (not a bound tensor it reads, a gather or a view).
+bool computed_edge_value(const Value& v) {
+  if (v.space != Space::Edge || v.dtype != DType::Float) return false;
   switch (op_info(v.op).kind) {
     case OpKind::Unary: case OpKind::Binary: return true;
     case OpKind::Other:  // reductions along the features and products; not views (expand, unsqueeze)
@@ -36,6 +37,39 @@ bool is_candidate(const Value& v, const std::set<int>& outputs) {
              v.op == Op::matvec || v.op == Op::matvec_t || v.op == Op::outer;
     default: return false;
   }
+}
+
+bool is_candidate(const Value& v, const std::set<int>& outputs) {
+  return computed_edge_value(v) && !outputs.count(v.id);
+}
+
+/// The edge outputs of the per-edge map that a traversal pass computes anyway (a gradient per
+/// edge that is also summed onto the sources): that pass stores them, and the map, left with
+/// nothing, is dropped.
+void fold_edge_outputs(const Module& m, std::vector<Kernel>& kernels) {
+  for (Kernel& map : kernels) {
+    if (map.kind != Kernel::Kind::EdgeMap) continue;
+    std::vector<int> rest;
+    for (int o : map.values) {
+      bool folded = false;
+      for (size_t k = 0; k < kernels.size() && !folded && computed_edge_value(m.at(o)); ++k) {
+        Kernel& t = kernels[k];
+        if (t.kind != Kernel::Kind::Traverse) continue;
+        for (size_t i = 0; i < t.values.size() && !folded; ++i) {
+          visit_inputs(m, m.at(t.values[i]).inputs, [&](const Value& v) {
+            if (folded || v.id == o) return !(folded = true);
+            return !is_reduction(v) && v.op != Op::gather;
+          });
+          if (folded) t.saves.push_back({o, t.pass[i], false});
+        }
+      }
+      if (!folded) rest.push_back(o);
+    }
+    map.values = rest;
+  }
+  kernels.erase(std::remove_if(kernels.begin(), kernels.end(),
+                               [](const Kernel& k) { return k.kind == Kernel::Kind::EdgeMap && k.values.empty(); }),
+                kernels.end());
 }
 
 class EdgeSaver {
@@ -182,6 +216,7 @@ class EdgeSaver {
 }  // namespace
 
 std::vector<int> save_edge_values(const Module& m, std::vector<Kernel>& kernels) {
+  fold_edge_outputs(m, kernels);
   return EdgeSaver(m, kernels).run();
 }
 

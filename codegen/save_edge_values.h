@@ -9,18 +9,25 @@
  * edge where it is first computed and one read per edge at each later site; each later site
  * then skips its arithmetic and the neighbour rows only the value needed.
  *
- * The cost model (codegen/cost_model.h; the same units as materialize.h's) charges a later site
- * what recomputing the value costs there: its elementwise ops (transcendental ones more), its
- * feature reductions and products, and the rows it reads at the neighbour or at the edge; a
- * stored value read there is not recomputed. Storing costs a row of the value per edge, written
- * once and read at each later site. Candidates are taken latest first, so that storing a value
- * (a softmax's weight) spares later sites the values it was made of (its score), which are then
- * only stored if some other site still recomputes them. A value only its own traversal reads is
- * stored in that traversal's edge order (the slot j of its CSC or CSR), so its writes and reads
- * are sequential; one that another kernel reads is stored at the edge ids, which every kernel
- * knows. A module output is never a candidate: it
- * has its own buffer and kernel. The plan is made once per program, before any graph is seen, so
- * the model counts per edge and assumes nothing about the graph.
+ * Two steps:
+ *   1. An edge output that a traversal pass computes anyway (a per-edge gradient that the same
+ *      pass sums onto the sources, a softmax that a pass sums) is stored by that pass, and the
+ *      per-edge map place_outputs gave it is dropped once nothing is left in it.
+ *   2. The other edge values, by a cost model (codegen/cost_model.h; the units of
+ *      materialize.h). A later site is charged what recomputing the value costs there: its
+ *      elementwise ops (transcendental ones more), its feature reductions and products, and the
+ *      rows it reads at the neighbour or at the edge; a value stored already is read, not
+ *      recomputed. Storing costs the value's row per edge, written once (a random write costs
+ *      twice a read) and read at each later site. Narrow rows are priced first, and among rows
+ *      of one width the latest first, so that a stored consumer (a softmax's weight) spares the
+ *      later sites the values it was made of (its score); then every candidate is priced again,
+ *      against the others' choice, until the choice settles. A module output is not a
+ *      candidate (step 1 places it).
+ *
+ * A value only its own traversal reads is stored in that traversal's edge order (the slot j of
+ * its CSC or CSR), so its writes and reads are sequential; one that another kernel reads is
+ * stored at the edge ids, which every kernel knows. The plan is made once per program, before
+ * any graph is seen, so the model counts per edge and assumes nothing about the graph.
  */
 #pragma once
 
@@ -31,7 +38,9 @@
 namespace seastar::codegen {
 
 /// Fills Kernel::saves of `kernels` (the fused, materialized and placed kernels of `m`): each
-/// stored edge value at the first kernel and pass that computes it. Returns the stored values.
+/// stored edge value at the first kernel and pass that computes it, the edge outputs a traversal
+/// computes at that traversal (removing an emptied per-edge map). Returns the stored values that
+/// need buffers of their own (not the outputs).
 std::vector<int> save_edge_values(const ir::Module& m, std::vector<Kernel>& kernels);
 
 }  // namespace seastar::codegen

@@ -41,6 +41,8 @@ def _layers():
         "GraphConv": lambda f: snn.GraphConv(f, F_OUT),
         "ResGatedGraphConv": lambda f: snn.ResGatedGraphConv(f, F_OUT),
         "AGNNConv": lambda f: snn.AGNNConv(),
+        "EdgeConv": lambda f: snn.EdgeConv(torch.nn.Sequential(torch.nn.Linear(2 * (f if isinstance(f, int) else f[0]), 8),
+                                                               torch.nn.ReLU(), torch.nn.Linear(8, F_OUT))),
         "APPNP": lambda f: snn.APPNP(K=2, alpha=0.1),
         "RGCNConv": lambda f: snn.RGCNConv(f, F_OUT, R),
         "HGTConv": lambda f: snn.HGTConv(f, F_OUT, T, R, heads=1),

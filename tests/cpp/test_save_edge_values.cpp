@@ -27,15 +27,22 @@ std::string saves(const codegen::FusedPlan& p) {
   return s;
 }
 
-// every stored value has an intermediate buffer of one row per edge
+// every stored value has a buffer of one row per edge: its own, or the output it is
 void expect_edge_buffers(const codegen::FusedPlan& p) {
   for (const Kernel& k : p.kernels)
     for (const Kernel::EdgeSave& e : k.saves) {
       bool found = false;
       for (const codegen::Buffer& b : p.buffers)
-        found |= b.value == e.value && b.role == codegen::Buffer::Role::Intermediate && b.rows == ir::Space::Edge;
+        found |= b.value == e.value && b.rows == ir::Space::Edge &&
+                 (b.role == codegen::Buffer::Role::Intermediate || b.role == codegen::Buffer::Role::Output);
       EXPECT_TRUE(found) << "%" << e.value << " has no per-edge buffer";
     }
+}
+
+bool has_edge_map(const codegen::FusedPlan& p) {
+  for (const Kernel& k : p.kernels)
+    if (k.kind == Kernel::Kind::EdgeMap) return true;
+  return false;
 }
 
 // GATv2's program: score = sum(leaky_relu(xl[src] + xr[dst]) * att), softmax, sum(a * xl[src])
@@ -72,15 +79,30 @@ TEST(SaveEdgeValues, AnAttentionForwardInOnePassStoresNothing) {
   EXPECT_EQ(saves(codegen::plan(gatv2().forward)), "");
 }
 
-TEST(SaveEdgeValues, AnEdgeOutputReadsWhatTheTraversalStored) {
-  // the softmax is an output too: three passes and a per-edge map, and the exp that the second
-  // pass computes is read back by the third and by the map (so at the edge ids)
+TEST(SaveEdgeValues, AnEdgeOutputIsStoredByThePassThatComputesIt) {
+  // the softmax is an output too: the third pass sums it, so it stores it (at the edge ids, the
+  // output's rows) and no per-edge map computes it again; the exp that the second pass
+  // computes is read back by the third, in edge order
   Builder b({{"s", {30, 1}}}, {});
   Vertex v(&b);
   Edge e = v.in_edges().edge();
   Var y = softmax(e["s"]);
   codegen::FusedPlan p = codegen::plan(b.finish({sum(y), y}));
-  EXPECT_EQ(saves(p), "exp[1]@0.1");
+  EXPECT_EQ(saves(p), "div[1]@0.2 exp[1]@0.1j");
+  EXPECT_FALSE(has_edge_map(p));
+  expect_edge_buffers(p);
+}
+
+TEST(SaveEdgeValues, AnEdgeGradientSummedOntoTheSourcesNeedsNoMap) {
+  // GINE's sum of relu(x[src] + ea): the gradient of ea per edge is the term the source
+  // traversal sums into x's gradient, so that traversal writes it
+  Builder b({{"x", {10, 4}}, {"ea", {30, 4}}}, {});
+  Vertex v(&b);
+  Edge e = v.in_edges().edge();
+  LoweredProgram lp = lower(b.finish({sum(relu(e.src()["x"] + e["ea"]))}), {"x", "ea"}, "gine");
+  codegen::FusedPlan p = codegen::plan(lp.backward);
+  EXPECT_FALSE(has_edge_map(p));
+  EXPECT_EQ(saves(p), "mul[4]@0.0");
   expect_edge_buffers(p);
 }
 

@@ -20,6 +20,7 @@ from ..graph import Graph
 from ..loader import layerwise_inference
 from .agnn_conv import AGNNConv
 from .appnp import APPNP
+from .edge_conv import EdgeConv
 from .gat_conv import GATConv
 from .gatv2_conv import GATv2Conv
 from .gcn_conv import GCNConv
@@ -36,7 +37,7 @@ from .hgt_dict import HGTDictConv  # PyG's metadata form of HGTConv, which HGTCo
 from .hetero_conv import HeteroConv
 
 LAYERS = (GCNConv, GATConv, GATv2Conv, TransformerConv, SAGEConv, GINConv, GINEConv, GraphConv, ResGatedGraphConv,
-          AGNNConv, APPNP, RGCNConv, HGTConv, HeteroConv)
+          AGNNConv, EdgeConv, APPNP, RGCNConv, HGTConv, HeteroConv)
 
 SCRIPT_MESSAGE = ("torch.jit.script cannot compile seastar.nn layers (their graph work is Python that traces "
                   "vertex programs); use torch.compile, or torch.export for a deployable program")
@@ -50,7 +51,7 @@ for _layer in LAYERS:  # torch.jit.script calls this on every submodule before c
     _layer.__prepare_scriptable__ = _refuse_script
 
 __all__ = ["GCNConv", "GATConv", "GATv2Conv", "TransformerConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv",
-           "ResGatedGraphConv", "AGNNConv", "APPNP", "edge_softmax", "set_backend", "RGCNConv", "HGTConv", "HeteroConv", "inference", "WithGraph"]
+           "ResGatedGraphConv", "AGNNConv", "EdgeConv", "APPNP", "edge_softmax", "set_backend", "RGCNConv", "HGTConv", "HeteroConv", "inference", "WithGraph"]
 
 
 class WithGraph(torch.nn.Module):
