@@ -5,14 +5,14 @@
 Two kinds of layer, both a vertex program for everything per edge and torch for the dense
 projections: the tutorial's (``gatv2``, ``transformer``: written as docs/tutorial/write_a_layer.md
 writes them, weights copied from PyG's layer), and seastar.nn's layers that are plain programs
-(``GATv2Conv``, ``TransformerConv``, ``GINEConv``, ``ResGatedGraphConv``, ``AGNNConv``: PyG's
-state dict loaded, PyG's defaults such as GATv2's self loops, called with the graph first).
-Forward and backward are timed apart, float32, on a random graph with a hub (a tenth of the edges into vertex 0); the
-implementations alternate within each round (Seastar, PyG, Seastar, ...) and each round keeps the
-median of ``--repeats`` steps after a warm-up step, so a drift of the machine's load hits both.
-The report gives per layer the medians over rounds, the spread (min-max over rounds), the
-ratio PyG / Seastar (above 1: Seastar is faster) and each implementation's backward over its
-forward; the JSON keeps every step's time.
+(``GATv2Conv``, ``TransformerConv``, ``GINEConv``, ``ResGatedGraphConv``, ``AGNNConv``,
+``EdgeConv``: PyG's state dict loaded, PyG's defaults such as GATv2's self loops, called with the
+graph first). Forward and backward are timed apart, float32, on a random graph with a hub (a
+tenth of the edges into vertex 0); the implementations alternate within each round (Seastar,
+PyG, Seastar, ...) and each round keeps the median of ``--repeats`` steps after a warm-up step,
+so a drift of the machine's load hits both. The report gives per layer the medians over rounds,
+the spread (min-max over rounds), the ratio PyG / Seastar (above 1: Seastar is faster) and each
+implementation's backward over its forward; the JSON keeps every step's time.
 """
 from __future__ import annotations
 
@@ -107,6 +107,8 @@ def _zoo(name: str, f_in: int, heads: int, channels: int):
         "GINEConv": (lambda m: m.GINEConv(torch.nn.Linear(f_in, hc), edge_dim=EDGE_DIM), True),
         "ResGatedGraphConv": (lambda m: m.ResGatedGraphConv(f_in, hc), False),
         "AGNNConv": (lambda m: m.AGNNConv(), False),
+        "EdgeConv": (lambda m: m.EdgeConv(torch.nn.Sequential(torch.nn.Linear(2 * f_in, hc), torch.nn.ReLU(),
+                                                              torch.nn.Linear(hc, hc))), False),
     }
     make, edges = makers[name]
     torch.manual_seed(0)
@@ -116,7 +118,7 @@ def _zoo(name: str, f_in: int, heads: int, channels: int):
     return GraphFirst(ours), theirs, edges
 
 
-ZOO = ("GATv2Conv", "TransformerConv", "GINEConv", "ResGatedGraphConv", "AGNNConv")
+ZOO = ("GATv2Conv", "TransformerConv", "GINEConv", "ResGatedGraphConv", "AGNNConv", "EdgeConv")
 LAYERS = ("gatv2", "transformer") + ZOO
 
 

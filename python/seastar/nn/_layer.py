@@ -18,7 +18,7 @@ around it:
 """
 from __future__ import annotations
 
-from typing import Dict, NamedTuple, Optional
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
@@ -50,6 +50,13 @@ class LayerCall(NamedTuple):
     def structure(self, flow: str = "source_to_target") -> Structure:
         """The structure of the call, its vertex counts checked against the features' rows."""
         return resolve(self.layer, self.x_src, self.x_dst, self.edge_index, self.size, flow)
+
+    def src_dst(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``(x_src, x_dst)`` for a layer that reads [N, F] rows at both ends of an edge:
+        ``x_dst`` is ``x_src`` where the call gave the destinations no rows of their own."""
+        if self.x_src is None or self.x_src.dim() != 2:
+            raise ValueError(f"{self.layer}: x (or x_src) must be a [N, F] tensor")
+        return self.x_src, self.x_src if self.x_dst is None else self.x_dst
 
     def output(self, out: torch.Tensor) -> torch.Tensor:
         """A result with the destinations' rows first, in the shape the features came in."""

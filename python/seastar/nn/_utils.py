@@ -26,6 +26,17 @@ def zeros(t: Optional[torch.Tensor]) -> None:
             t.zero_()
 
 
+def reset_module(nn) -> None:
+    """Re-initialises a user's module (an MLP a layer applies): each submodule's
+    ``reset_parameters``, then the module's own, as PyG's ``reset``."""
+    if isinstance(nn, torch.nn.Module):
+        for m in nn.modules():
+            if m is not nn and hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+    if hasattr(nn, "reset_parameters"):
+        nn.reset_parameters()
+
+
 def check_graph(layer: str, graph, x: Optional[torch.Tensor] = None) -> None:
     if not isinstance(graph, Graph):
         raise TypeError(f"{layer}.forward takes the graph first: forward(graph, x); "

@@ -18,6 +18,7 @@ from .. import ops as ss
 from ..program import VertexProgram, program_factory, vertex_program
 from ._layer import HomogeneousLayer
 from ._precision import float32_inside
+from ._utils import reset_module
 
 AGGRS = {"add": ss.sum, "sum": ss.sum, "mean": ss.mean, "max": ss.max, "min": ss.min}
 
@@ -118,18 +119,13 @@ class EdgeConv(HomogeneousLayer):
         return "torch" if self._steps is None else "program"
 
     def reset_parameters(self) -> None:
-        for m in self.nn.modules() if isinstance(self.nn, torch.nn.Module) else ():
-            if m is not self.nn and hasattr(m, "reset_parameters"):
-                m.reset_parameters()
-        if hasattr(self.nn, "reset_parameters"):
-            self.nn.reset_parameters()
+        reset_module(self.nn)
 
     @float32_inside
     def forward(self, x, edge_index=None) -> torch.Tensor:
         """``forward(graph, x)`` or PyG's ``forward(x, edge_index)``."""
         call = self.read_call(x, edge_index, None, batches=False, dense_rows=True)
-        x_src = call.x_src
-        x_dst = x_src if call.x_dst is None else call.x_dst
+        x_src, x_dst = call.src_dst()
         s = call.structure()
         if self._steps is None:
             src, dst = s.edge_index.to(x_src.device)

@@ -105,10 +105,7 @@ class GATv2Conv(HomogeneousLayer):
         """``forward(graph, x)`` or PyG's ``forward(x, edge_index, edge_attr=None,
         return_attention_weights=None)``."""
         call = self.read_call(x, edge_index, None, batches=False, edge_attr=edge_attr)
-        x_src = call.x_src
-        x_dst = x_src if call.x_dst is None else call.x_dst
-        if x_src is None or x_src.dim() != 2:
-            raise ValueError("GATv2Conv: x (or x_src) must be a [N, F] tensor")
+        x_src, x_dst = call.src_dst()
         H, C = self.heads, self.out_channels
         xl = self.lin_l(x_src).view(-1, H, C)
         xr = xl if self.share_weights and x_dst is x_src else self.lin_r(x_dst).view(-1, H, C)

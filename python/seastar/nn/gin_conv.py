@@ -10,7 +10,7 @@ from ..program import vertex_program
 from ._layer import HomogeneousLayer
 from ._precision import float32_inside
 from ._programs import propagate
-from ._utils import all_ones
+from ._utils import all_ones, reset_module
 
 
 @vertex_program(name="gin_sum_with_self")
@@ -53,11 +53,7 @@ class GINConv(HomogeneousLayer):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        for m in self.nn.modules():
-            if m is not self.nn and hasattr(m, "reset_parameters"):
-                m.reset_parameters()
-        if hasattr(self.nn, "reset_parameters"):
-            self.nn.reset_parameters()
+        reset_module(self.nn)
         with torch.no_grad():
             self.eps.fill_(self.initial_eps)
 

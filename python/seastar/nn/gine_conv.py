@@ -11,6 +11,7 @@ from ..program import vertex_program
 from ._layer import HomogeneousLayer
 from ._linear import Linear
 from ._precision import float32_inside
+from ._utils import reset_module
 
 
 @vertex_program(name="gine_sum")
@@ -54,11 +55,7 @@ class GINEConv(HomogeneousLayer):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        for m in self.nn.modules():
-            if m is not self.nn and hasattr(m, "reset_parameters"):
-                m.reset_parameters()
-        if hasattr(self.nn, "reset_parameters"):
-            self.nn.reset_parameters()
+        reset_module(self.nn)
         with torch.no_grad():
             self.eps.fill_(self.initial_eps)
         if self.lin is not None:

@@ -83,8 +83,7 @@ class ResGatedGraphConv(HomogeneousLayer):
     def forward(self, x, edge_index=None, edge_attr: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``forward(graph, x)`` or PyG's ``forward(x, edge_index, edge_attr=None)``."""
         call = self.read_call(x, edge_index, None, batches=False, dense_rows=True, edge_attr=edge_attr)
-        x_src = call.x_src
-        x_dst = x_src if call.x_dst is None else call.x_dst
+        x_src, x_dst = call.src_dst()
         edge_attr = call.extra["edge_attr"]
         if (edge_attr is None) != (self.edge_dim is None):
             raise ValueError("ResGatedGraphConv: edge_attr must be given exactly when the layer has edge_dim "

@@ -100,10 +100,7 @@ class TransformerConv(HomogeneousLayer):
         """``forward(graph, x)`` or PyG's ``forward(x, edge_index, edge_attr=None,
         return_attention_weights=None)``."""
         call = self.read_call(x, edge_index, None, batches=False, edge_attr=edge_attr)
-        x_src = call.x_src
-        x_dst = x_src if call.x_dst is None else call.x_dst
-        if x_src is None or x_src.dim() != 2:
-            raise ValueError("TransformerConv: x (or x_src) must be a [N, F] tensor")
+        x_src, x_dst = call.src_dst()
         H, C = self.heads, self.out_channels
         s = call.structure()
         q = self.lin_query(x_dst).view(-1, H, C)
