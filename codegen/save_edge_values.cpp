@@ -43,27 +43,57 @@ bool is_candidate(const Value& v, const std::set<int>& outputs) {
   return computed_edge_value(v) && !outputs.count(v.id);
 }
 
+/// Per site, what its edge loop computes from: the inputs of a traversal pass's reductions, or
+/// a per-edge map's outputs.
+std::map<Site, std::vector<int>> site_roots(const Module& m, const std::vector<Kernel>& kernels) {
+  std::map<Site, std::vector<int>> out;
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    const Kernel& kn = kernels[k];
+    if (kn.kind == Kernel::Kind::EdgeMap) {
+      out[{static_cast<int>(k), 0}] = kn.values;
+    } else if (kn.kind == Kernel::Kind::Traverse) {
+      for (size_t i = 0; i < kn.values.size(); ++i) {
+        const Value& r = m.at(kn.values[i]);
+        std::vector<int>& roots = out[{static_cast<int>(k), kn.pass[i]}];
+        roots.insert(roots.end(), r.inputs.begin(), r.inputs.end());
+      }
+    }
+  }
+  return out;
+}
+
+/// Whether an edge loop computing `roots` computes `x`: walks from the roots through edge
+/// values, never past a reduction (read from its buffer), a gather (a vertex row) or a value
+/// `read_back` says the loop reads from a buffer.
+template <class ReadBack>
+bool computes(const Module& m, const std::vector<int>& roots, int x, ReadBack read_back) {
+  bool found = false;
+  visit_inputs(m, roots, [&](const Value& v) {
+    if (found) return false;
+    if (v.id == x) return !(found = true);
+    return !is_reduction(v) && v.op != Op::gather && !read_back(v.id);
+  });
+  return found;
+}
+
 /// The edge outputs of the per-edge map that a traversal pass computes anyway (a gradient per
-/// edge that is also summed onto the sources): that pass stores them, and the map, left with
-/// nothing, is dropped.
+/// edge that is also summed onto the sources): the first such pass stores them, and the map,
+/// left with nothing, is dropped.
 void fold_edge_outputs(const Module& m, std::vector<Kernel>& kernels) {
+  const std::map<Site, std::vector<int>> roots = site_roots(m, kernels);
   for (Kernel& map : kernels) {
     if (map.kind != Kernel::Kind::EdgeMap) continue;
     std::vector<int> rest;
     for (int o : map.values) {
-      bool folded = false;
-      for (size_t k = 0; k < kernels.size() && !folded && computed_edge_value(m.at(o)); ++k) {
-        Kernel& t = kernels[k];
-        if (t.kind != Kernel::Kind::Traverse) continue;
-        for (size_t i = 0; i < t.values.size() && !folded; ++i) {
-          visit_inputs(m, m.at(t.values[i]).inputs, [&](const Value& v) {
-            if (folded || v.id == o) return !(folded = true);
-            return !is_reduction(v) && v.op != Op::gather;
-          });
-          if (folded) t.saves.push_back({o, t.pass[i], false});
-        }
+      auto site = std::find_if(roots.begin(), roots.end(), [&](const auto& r) {
+        return kernels[r.first.first].kind == Kernel::Kind::Traverse && computed_edge_value(m.at(o)) &&
+               computes(m, r.second, o, [](int) { return false; });
+      });
+      if (site == roots.end()) {
+        rest.push_back(o);
+      } else {
+        kernels[site->first.first].saves.push_back({o, site->first.second, false});
       }
-      if (!folded) rest.push_back(o);
     }
     map.values = rest;
   }
@@ -74,21 +104,8 @@ void fold_edge_outputs(const Module& m, std::vector<Kernel>& kernels) {
 
 class EdgeSaver {
  public:
-  EdgeSaver(const Module& m, std::vector<Kernel>& kernels) : m_(m), kernels_(kernels) {
-    outputs_.insert(m.outputs.begin(), m.outputs.end());
-    for (size_t k = 0; k < kernels.size(); ++k) {
-      const Kernel& kn = kernels[k];
-      if (kn.kind == Kernel::Kind::EdgeMap) {
-        roots_[{static_cast<int>(k), 0}] = kn.values;
-      } else if (kn.kind == Kernel::Kind::Traverse) {
-        for (size_t i = 0; i < kn.values.size(); ++i) {
-          const Value& r = m.at(kn.values[i]);
-          std::vector<int>& roots = roots_[{static_cast<int>(k), kn.pass[i]}];
-          roots.insert(roots.end(), r.inputs.begin(), r.inputs.end());
-        }
-      }
-    }
-  }
+  EdgeSaver(const Module& m, std::vector<Kernel>& kernels)
+      : m_(m), kernels_(kernels), outputs_(m.outputs.begin(), m.outputs.end()), roots_(site_roots(m, kernels)) {}
 
   std::vector<int> run() {
     // latest first (among rows of one width): a stored consumer spares the sites after its own
@@ -160,15 +177,8 @@ class EdgeSaver {
   /// The sites whose edge loops compute `x`, in kernel and pass order.
   std::vector<Site> sites_of(int x) const {
     std::vector<Site> out;
-    for (const auto& [site, roots] : roots_) {
-      bool found = false;
-      visit_inputs(m_, roots, [&](const Value& v) {
-        if (found) return false;
-        if (v.id == x) return !(found = true);
-        return !is_reduction(v) && !read_back(v.id, site) && v.op != Op::gather;
-      });
-      if (found) out.push_back(site);
-    }
+    for (const auto& [site, roots] : roots_)
+      if (computes(m_, roots, x, [&](int id) { return read_back(id, site); })) out.push_back(site);
     return out;
   }
 
