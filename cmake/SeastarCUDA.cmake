@@ -79,16 +79,3 @@ if(SEASTAR_ENABLE_CUDA)
 else()
   message(STATUS "Seastar: SEASTAR_ENABLE_CUDA=OFF: CPU-only build")
 endif()
-
-# seastar_embed_files(<output header> <C++ namespace> <files...>): a header holding each file's
-# text as a raw string literal, regenerated when a file changes. Device helpers live in real
-# .cuh files and reach NVRTC through its headers API from this header.
-function(seastar_embed_files out namespace)
-  string(REPLACE ";" "|" _files "${ARGN}")  # one command-line argument
-  add_custom_command(OUTPUT ${out}
-    COMMAND ${CMAKE_COMMAND} -DOUT=${out} -DNAMESPACE=${namespace} "-DFILES=${_files}"
-            -P ${PROJECT_SOURCE_DIR}/cmake/EmbedFiles.cmake
-    DEPENDS ${ARGN} ${PROJECT_SOURCE_DIR}/cmake/EmbedFiles.cmake
-    COMMENT "Embedding ${namespace} headers"
-    VERBATIM)
-endfunction()

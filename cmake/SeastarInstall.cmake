@@ -5,7 +5,7 @@
 #   #include <seastar/nn.h>                     // or <seastar/program.h>, <seastar/version.h>
 #
 # Layout under the prefix:
-#   include/seastar/{core,codegen,runtime,api}/...   the headers, at their source-tree paths
+#   include/seastar/{core,kernels,codegen,runtime,api}/...   the headers, at their source-tree paths
 #   include/seastar/{nn,program,graph,errors,seastar,version}.h   the public includes
 #   lib/libseastar_*.a                            the static libraries
 #   lib/cmake/seastar/                            seastarConfig.cmake, its version file, targets
@@ -120,7 +120,7 @@ install(EXPORT seastarTargets NAMESPACE seastar:: DESTINATION ${SEASTAR_INSTALL_
 
 # every header of the C++ sources, at its source-tree path (only a few are the public API, but
 # they include the rest, and the device helpers are useful to read beside generated CUDA)
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/core ${PROJECT_SOURCE_DIR}/codegen ${PROJECT_SOURCE_DIR}/runtime
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/core ${PROJECT_SOURCE_DIR}/kernels ${PROJECT_SOURCE_DIR}/codegen ${PROJECT_SOURCE_DIR}/runtime
   ${PROJECT_SOURCE_DIR}/api
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/seastar COMPONENT cpp
   FILES_MATCHING PATTERN "*.h" PATTERN "*.def" PATTERN "*.cuh")

@@ -6,6 +6,7 @@
 
 #include "codegen/emitter_base.h"
 #include "core/util/errors.h"
+#include "seastar_cpu_kernel_headers.h"  // generated: kernels/cpu/seastar_cpu_*.h as text
 
 namespace seastar::codegen {
 using namespace ir;
@@ -17,6 +18,15 @@ namespace {
 /// kMinPartialBlocks blocks (to balance a few threads) where the centres allow.
 constexpr int64_t kEdgesPerPartial = 8;
 constexpr int64_t kMinPartialBlocks = 32;
+
+/// A header of kernels/cpu/ that every generated CPU kernel starts with, as text: pasted in
+/// rather than included, so that a kernel compiles without the source tree and its cache key
+/// covers the helpers it was built with.
+const char* kernel_header(const std::string& name) {
+  for (const auto& f : embedded_cpu::files)
+    if (name == f.name) return f.text;
+  SEASTAR_THROW(Error, "no embedded kernel header ", name);
+}
 
 class CpuEmitter : public EmitterBase {
  public:
@@ -56,83 +66,17 @@ class CpuEmitter : public EmitterBase {
     return os.str();
   }
 
-  // What a kernel needs from outside the language, without one standard header: the headers
-  // <cmath>, <algorithm>, <numeric> and <vector> took about as long to parse as a small
-  // kernel takes to compile, and every program pays for every kernel it compiles
-  // (benchmarks/bench_first_compile.py). The math functions are the compiler's builtins, which
-  // are what std::exp and the rest compile to; min and max follow std::min and std::max (the
-  // first argument when neither is less). ops.def's expressions say std::f and are read as sk::f.
-  static constexpr const char* kTypesPrelude =
-      "typedef __INT64_TYPE__ int64_t;\ntypedef __INT32_TYPE__ int32_t;\ntypedef __SIZE_TYPE__ size_t;\n"
-      "#define INFINITY (__builtin_inff())\n"
-      "namespace sk {\n"
-      "#define SK_UNARY(name, f32, f64) \\\n"
-      "  static inline float name(float a) { return f32(a); } \\\n"
-      "  static inline double name(double a) { return f64(a); }\n"
-      "SK_UNARY(exp, __builtin_expf, __builtin_exp)\nSK_UNARY(log, __builtin_logf, __builtin_log)\n"
-      "SK_UNARY(sqrt, __builtin_sqrtf, __builtin_sqrt)\nSK_UNARY(abs, __builtin_fabsf, __builtin_fabs)\n"
-      "SK_UNARY(tanh, __builtin_tanhf, __builtin_tanh)\nSK_UNARY(log1p, __builtin_log1pf, __builtin_log1p)\n"
-      "SK_UNARY(expm1, __builtin_expm1f, __builtin_expm1)\n#undef SK_UNARY\n"
-      "static inline int64_t abs(int64_t a) { return a < 0 ? -a : a; }\n"
-      "static inline float pow(float a, float b) { return __builtin_powf(a, b); }\n"
-      "static inline double pow(double a, double b) { return __builtin_pow(a, b); }\n"
-      "template <class A> static constexpr A max(A a, A b) { return a < b ? b : a; }\n"
-      "template <class A> static constexpr A min(A a, A b) { return b < a ? b : a; }\n"
-      "// n zeroed elements, freed at the end of the scope\n"
-      "template <class A> struct buffer {\n"
-      "  A* p;\n"
-      "  explicit buffer(int64_t n) : p(new A[n > 0 ? n : 1]()) {}\n"
-      "  ~buffer() { delete[] p; }\n"
-      "  buffer(const buffer&) = delete;\n"
-      "  buffer& operator=(const buffer&) = delete;\n"
-      "  A* data() const { return p; }\n"
-      "  A& operator[](int64_t i) const { return p[i]; }\n"
-      "};\n"
-      "// the n blocks in the order they are handed out: those for which heavy(b) holds first, by\n"
-      "// weight(b) from the largest (ties in id order: a stable merge sort), then the rest in id order\n"
-      "template <class H, class W> static void block_order(int64_t n, int64_t* out, H heavy, W weight) {\n"
-      "  int64_t h = 0;\n"
-      "  for (int64_t b = 0; b < n; ++b) if (heavy(b)) out[h++] = b;\n"
-      "  int64_t l = h;\n"
-      "  for (int64_t b = 0; b < n; ++b) if (!heavy(b)) out[l++] = b;\n"
-      "  if (h < 2) return;\n"
-      "  buffer<int64_t> tmp(h);\n"
-      "  for (int64_t w = 1; w < h; w *= 2) {\n"
-      "    for (int64_t lo = 0; lo < h; lo += 2 * w) {\n"
-      "      const int64_t mid = min(lo + w, h), hi = min(lo + 2 * w, h);\n"
-      "      int64_t i = lo, j = mid, k = lo;\n"
-      "      while (i < mid && j < hi) tmp[k++] = weight(out[j]) > weight(out[i]) ? out[j++] : out[i++];\n"
-      "      while (i < mid) tmp[k++] = out[i++];\n"
-      "      while (j < hi) tmp[k++] = out[j++];\n"
-      "    }\n"
-      "    for (int64_t k = 0; k < h; ++k) out[k] = tmp[k];\n"
-      "  }\n"
-      "}\n"
-      "}  // namespace sk\n\n";
-
   std::string fn(const char* name) const override { return std::string("sk::") + name; }
   std::string scalar_expr(const std::string& c_expr) const override { return replace_all(c_expr, "std::", "sk::"); }
-
-  // The threads: the runtime's worker pool (runtime/cpu/worker_pool.h), bound when the object is
-  // loaded; unbound (a standalone load), items run in order on the caller.
-  static constexpr const char* kParallelPrelude =
-      "struct seastar_kernel_runtime { void (*parallel_for)(int64_t, void*, void (*)(void*, int64_t)); };\n"
-      "static const seastar_kernel_runtime* seastar_rt = nullptr;\n"
-      "extern \"C\" void seastar_bind_runtime(const void* rt) { seastar_rt = (const seastar_kernel_runtime*)rt; }\n"
-      "template <class F> static void parallel_for(int64_t n, F f) {\n"
-      "  if (!seastar_rt || n <= 1) { for (int64_t i = 0; i < n; ++i) f(i); return; }\n"
-      "  seastar_rt->parallel_for(n, &f, [](void* c, int64_t i) { (*static_cast<F*>(c))(i); });\n"
-      "}\n"
-      "// rows per item of the per-vertex and per-edge maps\n"
-      "static constexpr int64_t kChunk = 2048;\n\n";
 
   bool epilogue_reads_accumulators() const override { return true; }
 
   std::string run() {
     std::ostringstream out;
     out << "// Generated by Seastar for program '" << o_.name << "'. Do not edit.\n"
-        << kTypesPrelude << "typedef " << o_.float_type << " T;\ntypedef " << o_.index_type << " I;\n\n"
-        << kParallelPrelude;
+        << kernel_header("seastar_cpu_math.h") << "\n"
+        << "typedef " << o_.float_type << " T;\ntypedef " << o_.index_type << " I;\n\n"
+        << kernel_header("seastar_cpu_parallel.h") << "\n";
     for (size_t k = 0; k < p_.kernels.size(); ++k) out << kernel(static_cast<int>(k), p_.kernels[k]);
     // sizes = {num_dst, E, num_src}: each kernel gets the count of the vertex set it iterates
     // (the two are equal on a square graph, whose source says N throughout)

@@ -29,7 +29,7 @@
 #include "core/graph/graph.h"
 #include "core/sampling/neighbor_sampler.h"
 #include "runtime/cpu/cpu_allocator.h"
-#include "runtime/cpu/row_gather.h"
+#include "kernels/cpu/row_gather.h"
 #include "examples/cpp/planetoid.h"
 #include "api/program.h"
 

@@ -8,7 +8,7 @@
 #include "core/sampling/neighbor_sampler.h"
 #include "core/util/errors.h"
 #include "runtime/engine/host_view.h"
-#include "runtime/cpu/row_gather.h"
+#include "kernels/cpu/row_gather.h"
 #include "python/src/bindings.h"
 
 namespace py = pybind11;

@@ -7,7 +7,7 @@
 #include "codegen/launch_layout.h"
 #include "runtime/cuda/cuda_emulator_runtime.h"
 #include "runtime/jit/loaded_bindings.h"
-#include "seastar_device_headers.h"  // generated: runtime/device/*.cuh and the emulator header
+#include "seastar_device_headers.h"  // generated: kernels/device/*.cuh and the emulator header
 
 namespace seastar::runtime {
 namespace {

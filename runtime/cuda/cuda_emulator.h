@@ -1,7 +1,7 @@
 /** \file
  * Runs generated CUDA on the host, for tests without a GPU: the CUDA emitter's output, the
- * device helpers (runtime/device/*.cuh) and a host emulation of the CUDA subset they use
- * (runtime/device/seastar_cuda_emulator.h) in one C++ translation unit whose
+ * device helpers (kernels/device/*.cuh) and a host emulation of the CUDA subset they use
+ * (kernels/device/seastar_cuda_emulator.h) in one C++ translation unit whose
  * `seastar_entry(sizes, G, B)` launches the kernels as the CUDA runtime would (same Args, same
  * launch order, items and block sizes; the grid is capped at two blocks, which the dynamic
  * and grid-stride work assignment must cope with). FusedProgram takes this path for CPU

@@ -1,7 +1,7 @@
 /** \file
  * The host half of the CUDA emulator (cuda_emulator.h): the threads of a launch, the barriers,
  * the warp shuffles and the dynamic shared memory, compiled once into Seastar. An emulated
- * kernel (runtime/device/seastar_cuda_emulator.h) includes no standard header and reaches these
+ * kernel (kernels/device/seastar_cuda_emulator.h) includes no standard header and reaches these
  * through the table that the JIT hands every object exporting kBindSymbol when it loads it
  * (compiler.h, bind_loaded_objects): each emulated kernel's compile parses only its own code.
  */

@@ -15,7 +15,7 @@
 #include "runtime/cuda/cuda_image_key.h"
 #include "runtime/jit/kernel_cache.h"
 #include "runtime/cuda/nvrtc_library.h"
-#include "seastar_device_headers.h"  // generated from runtime/device/*.cuh (and the emulator)
+#include "seastar_device_headers.h"  // generated from kernels/device/*.cuh (and the emulator)
 
 namespace seastar::runtime {
 namespace {

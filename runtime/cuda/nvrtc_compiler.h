@@ -39,7 +39,7 @@ int parse_arch(const std::string& arch);
 /// Throws CompileError with NVRTC's log and the path of the source on failure.
 CudaBinary compile_cuda(const std::string& source, const std::string& name, int arch);
 
-/// The device helpers (runtime/device/*.cuh) as (include name, text), as NVRTC receives them.
+/// The device helpers (kernels/device/*.cuh) as (include name, text), as NVRTC receives them.
 std::vector<std::pair<std::string, std::string>> device_headers();
 
 }  // namespace seastar::runtime

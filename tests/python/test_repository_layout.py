@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # bottom first; a folder may include from its own rank and every lower one
 LAYERS = [
     ("core/util",), ("core/ir", "core/graph", "core/sampling"), ("core/frontend", "core/passes"),
-    ("codegen",), ("runtime/cpu",), ("runtime/jit",), ("runtime/cuda",), ("runtime/engine",),
+    ("kernels/cpu",), ("codegen",), ("runtime/cpu",), ("runtime/jit",), ("runtime/cuda",), ("runtime/engine",),
     ("api",), ("include/seastar", "python/src", "examples/cpp"),
 ]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -28,7 +28,7 @@ def rank(path: str) -> int | None:
 
 
 def project_includes():
-    for folder in ("core", "codegen", "runtime", "api", "python/src", "include/seastar", "examples/cpp"):
+    for folder in ("core", "kernels", "codegen", "runtime", "api", "python/src", "include/seastar", "examples/cpp"):
         for f in sorted((ROOT / folder).rglob("*")):
             if f.suffix in (".h", ".cpp", ".cuh") and f.is_file():
                 rel = f.relative_to(ROOT).as_posix()
@@ -38,8 +38,8 @@ def project_includes():
 
 def test_the_layers_cover_every_source_folder():
     unranked = {rel.rsplit("/", 1)[0] for rel, _ in project_includes() if rank(rel) is None}
-    # runtime/device holds the headers generated kernels include: they include only each other
-    assert unranked <= {"runtime/device"}, f"folders missing from LAYERS: {sorted(unranked)}"
+    # kernels/device holds the headers generated CUDA kernels include: they include only each other
+    assert unranked <= {"kernels/device"}, f"folders missing from LAYERS: {sorted(unranked)}"
 
 
 def test_no_include_points_up():
@@ -54,8 +54,20 @@ def test_no_include_points_up():
 
 
 def test_an_upward_include_would_be_found():
-    assert rank("core/ir/ir.h") < rank("codegen/plan.h") < rank("runtime/jit/compiler.h") \
-        < rank("runtime/engine/program_core.h") < rank("api/program.h")
+    assert rank("core/ir/ir.h") < rank("kernels/cpu/row_gather.h") < rank("codegen/plan.h") \
+        < rank("runtime/jit/compiler.h") < rank("runtime/engine/program_core.h") < rank("api/program.h")
+
+
+def test_kernel_code_lives_in_kernels_not_runtime():
+    """runtime/ compiles, caches, loads and launches kernels; the code that runs on the data (device
+    headers, the CPU kernels' headers, hand-written loops) is under kernels/."""
+    runtime = sorted((ROOT / "runtime").rglob("*"))
+    assert not [f for f in runtime if f.suffix in (".cu", ".cuh")]
+    loops = [f.relative_to(ROOT).as_posix() for f in runtime
+             if f.suffix in (".h", ".cpp") and re.search(r"^\s*#\s*pragma\s+omp", f.read_text(), re.M)]
+    assert not loops, f"hand-written kernels under runtime/: {loops}"
+    assert (ROOT / "kernels" / "device" / "seastar_device.cuh").is_file()
+    assert (ROOT / "kernels" / "cpu" / "seastar_cpu_math.h").is_file()
 
 
 def test_the_tests_readme_lists_every_test_file():

@@ -1,8 +1,8 @@
 /** \file The loaders' row gather and the buffers it recycles; see row_gather.h. */
-#include "runtime/cpu/row_gather.h"
+#include "kernels/cpu/row_gather.h"
 
 #include <omp.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cstdlib>
