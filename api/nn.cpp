@@ -1,7 +1,8 @@
 /** \file GCNConv and GATConv for LibTorch users; see nn.h. */
 #include "api/nn.h"
 
-#include <torch/torch.h>
+#include <torch/nn/functional/linear.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <functional>

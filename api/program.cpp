@@ -1,7 +1,7 @@
 /** \file Program: trace per signature, lower, run fused with autograd; see program.h. */
 #include "api/program.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/util/errors.h"
 

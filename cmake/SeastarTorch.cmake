@@ -44,6 +44,9 @@ set(SEASTAR_TORCH_LIB_DIR ${_tlib})
 
 # A translation unit that includes torch's headers spends most of its compile parsing them
 # (tens of seconds each on a small machine), the same headers for every file of a target. The
+# libraries include only the torch headers they use: <torch/torch.h> (the whole C++ front end:
+# nn, optim, data, serialization) takes about twice as long to parse as <torch/types.h>, and
+# tests/python/test_repository_layout.py keeps it out of them. The
 # targets with several such files compile them as one unity file, which parses them once; the
 # files keep their own anonymous namespaces' names apart (each name is unique in its target).
 function(seastar_torch_unity_build target)

@@ -1,7 +1,7 @@
 /** \file Graph <-> tensors: validation of user tensors and per-device index caches. */
 #include "core/graph/graph.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/util/errors.h"
 

@@ -1,7 +1,7 @@
 /** \file The reused intermediates of the CPU kernels; see scratch_pool.h. */
 #include "runtime/cpu/scratch_pool.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 

@@ -3,7 +3,7 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <map>
 #include <memory>

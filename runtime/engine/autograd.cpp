@@ -2,7 +2,8 @@
 #include "runtime/engine/autograd.h"
 
 #include <ATen/record_function.h>
-#include <torch/torch.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/types.h>
 
 #include "core/util/errors.h"
 

@@ -1,7 +1,7 @@
 /** \file Launch glue of FusedProgram: checks tensors, allocates buffers, calls the kernels. */
 #include "runtime/engine/fused_program.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 #include "runtime/engine/host_view.h"
 
 #include <ATen/ops/from_blob.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/util/errors.h"
 

@@ -18,6 +18,7 @@ LAYERS = [
     ("api",), ("include/seastar", "python/src", "examples/cpp"),
 ]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+INCLUDE_ANY = re.compile(r'^\s*#\s*include\s+[<"]([^">]+)[">]', re.M)
 
 
 def rank(path: str) -> int | None:
@@ -27,13 +28,18 @@ def rank(path: str) -> int | None:
     return None
 
 
-def project_includes():
+def project_includes(pattern=INCLUDE):
     for folder in ("core", "kernels", "codegen", "runtime", "api", "python/src", "include/seastar", "examples/cpp"):
         for f in sorted((ROOT / folder).rglob("*")):
             if f.suffix in (".h", ".cpp", ".cuh") and f.is_file():
                 rel = f.relative_to(ROOT).as_posix()
-                for inc in INCLUDE.findall(f.read_text()):
+                for inc in pattern.findall(f.read_text()):
                     yield rel, inc
+
+
+def project_includes_any():
+    """Project and system includes (<...> as well as "...")."""
+    return project_includes(INCLUDE_ANY)
 
 
 def test_the_layers_cover_every_source_folder():
@@ -56,6 +62,14 @@ def test_no_include_points_up():
 def test_an_upward_include_would_be_found():
     assert rank("core/ir/ir.h") < rank("kernels/cpu/row_gather.h") < rank("codegen/plan.h") \
         < rank("runtime/jit/compiler.h") < rank("runtime/engine/program_core.h") < rank("api/program.h")
+
+
+def test_the_libraries_include_only_the_torch_headers_they_use():
+    """<torch/torch.h> is the whole C++ front end (nn, optim, data, serialization): parsing it
+    doubles a library file's compile. Examples, tests and the bindings may include it."""
+    whole = [rel for rel, inc in project_includes_any() if inc == "torch/torch.h"
+             and rel.split("/")[0] in ("core", "kernels", "codegen", "runtime", "api")]
+    assert not whole, f"library files that include <torch/torch.h>: {whole}"
 
 
 def test_kernel_code_lives_in_kernels_not_runtime():
