@@ -43,6 +43,7 @@ def _layers():
         "AGNNConv": lambda f: snn.AGNNConv(),
         "EdgeConv": lambda f: snn.EdgeConv(torch.nn.Sequential(torch.nn.Linear(2 * (f if isinstance(f, int) else f[0]), 8),
                                                                torch.nn.ReLU(), torch.nn.Linear(8, F_OUT))),
+        "GMMConv": lambda f: _WithEdgeFeatures(snn.GMMConv(f, F_OUT, dim=2, kernel_size=3), 2),
         "APPNP": lambda f: snn.APPNP(K=2, alpha=0.1),
         "RGCNConv": lambda f: snn.RGCNConv(f, F_OUT, R),
         "HGTConv": lambda f: snn.HGTConv(f, F_OUT, T, R, heads=1),
@@ -79,7 +80,8 @@ def _probes(graph, typed, block, ei, bip_ei):
 
 
 class _WithEdgeFeatures(torch.nn.Module):
-    """A layer that reads edge features on every call (GINEConv), given random ones of `width`."""
+    """A layer that reads edge features on every call (GINEConv, GMMConv), given random ones of
+    `width`."""
 
     def __init__(self, layer, width: int):
         super().__init__()
@@ -96,7 +98,8 @@ def _edge_features(name, graph, x):
               "GATv2Conv": lambda: snn.GATv2Conv(F_IN, F_OUT, edge_dim=2),
               "TransformerConv": lambda: snn.TransformerConv(F_IN, F_OUT, edge_dim=2),
               "GINEConv": lambda: snn.GINEConv(torch.nn.Linear(F_IN, F_OUT), edge_dim=2),
-              "ResGatedGraphConv": lambda: snn.ResGatedGraphConv(F_IN, F_OUT, edge_dim=2)}
+              "ResGatedGraphConv": lambda: snn.ResGatedGraphConv(F_IN, F_OUT, edge_dim=2),
+              "GMMConv": lambda: snn.GMMConv(F_IN, F_OUT, dim=2, kernel_size=3)}
     if name not in makers:
         raise TypeError("no edge features")
     layer = snn.set_backend(makers[name](), "reference")

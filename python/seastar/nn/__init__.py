@@ -26,6 +26,7 @@ from .gatv2_conv import GATv2Conv
 from .gcn_conv import GCNConv
 from .gin_conv import GINConv
 from .gine_conv import GINEConv
+from .gmm_conv import GMMConv
 from .graph_conv import GraphConv
 from .res_gated_graph_conv import ResGatedGraphConv
 from .sage_conv import SAGEConv
@@ -37,7 +38,7 @@ from .hgt_dict import HGTDictConv  # PyG's metadata form of HGTConv, which HGTCo
 from .hetero_conv import HeteroConv
 
 LAYERS = (GCNConv, GATConv, GATv2Conv, TransformerConv, SAGEConv, GINConv, GINEConv, GraphConv, ResGatedGraphConv,
-          AGNNConv, EdgeConv, APPNP, RGCNConv, HGTConv, HeteroConv)
+          AGNNConv, EdgeConv, GMMConv, APPNP, RGCNConv, HGTConv, HeteroConv)
 
 SCRIPT_MESSAGE = ("torch.jit.script cannot compile seastar.nn layers (their graph work is Python that traces "
                   "vertex programs); use torch.compile, or torch.export for a deployable program")
@@ -51,7 +52,7 @@ for _layer in LAYERS:  # torch.jit.script calls this on every submodule before c
     _layer.__prepare_scriptable__ = _refuse_script
 
 __all__ = ["GCNConv", "GATConv", "GATv2Conv", "TransformerConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv",
-           "ResGatedGraphConv", "AGNNConv", "EdgeConv", "APPNP", "edge_softmax", "set_backend", "RGCNConv", "HGTConv", "HeteroConv", "inference", "WithGraph"]
+           "ResGatedGraphConv", "AGNNConv", "EdgeConv", "GMMConv", "APPNP", "edge_softmax", "set_backend", "RGCNConv", "HGTConv", "HeteroConv", "inference", "WithGraph"]
 
 
 class WithGraph(torch.nn.Module):
