@@ -447,6 +447,7 @@ def run_minibatch(args, rank, world):
             loader.set_epoch(epoch - 1)
             total, count, consumed = 0.0, 0, []
         next_batch = loader.start
+        resumed_at = loader.start if state is not None and epoch == first else None  # a batch index, or None
         ddp.train()
         fetched0 = dict(feats.stats) if partitioned else {}
         first_step_s = 0.0
@@ -486,8 +487,12 @@ def run_minibatch(args, rank, world):
         if rank == 0:
             fetched = (f", remote rows {row['remote_rows']}, {row['remote_bytes'] / 1e6:.2f} MB received, cache hit "
                        f"rate {row['hit_rate']:.3f}") if partitioned else ""
-            print(f"epoch {epoch:3d}  loss {row['loss']:.4f}  {epoch_s * 1e3:.0f} ms (waited for batches "
-                  f"{row['waited_s'] * 1e3:.0f} ms{fetched})", flush=True)
+            if resumed_at is not None and next_batch == resumed_at:  # the checkpoint was the epoch's last step
+                print(f"epoch {epoch:3d}  loss {row['loss']:.4f}  (resumed after the epoch's last batch)", flush=True)
+            else:
+                since = f"from batch {resumed_at} on, resumed; " if resumed_at is not None else ""
+                print(f"epoch {epoch:3d}  loss {row['loss']:.4f}  {epoch_s * 1e3:.0f} ms ({since}waited for batches "
+                      f"{row['waited_s'] * 1e3:.0f} ms{fetched})", flush=True)
     progress.save_final(model)
     acc = {}
     x = ds.x
