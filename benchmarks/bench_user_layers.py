@@ -6,7 +6,7 @@ Two kinds of layer, both a vertex program for everything per edge and torch for 
 projections: the tutorial's (``gatv2``, ``transformer``: written as docs/tutorial/write_a_layer.md
 writes them, weights copied from PyG's layer), and seastar.nn's layers that are plain programs
 (``GATv2Conv``, ``TransformerConv``, ``GINEConv``, ``ResGatedGraphConv``, ``AGNNConv``,
-``EdgeConv``, ``GMMConv``: PyG's state dict loaded, PyG's defaults such as GATv2's self loops, called with the
+``EdgeConv``, ``GMMConv``, ``FiLMConv``: PyG's state dict loaded, PyG's defaults such as GATv2's self loops, called with the
 graph first). Forward and backward are timed apart, float32, on a random graph with a hub (a
 tenth of the edges into vertex 0); the implementations alternate within each round (Seastar,
 PyG, Seastar, ...) and each round keeps the median of ``--repeats`` steps after a warm-up step,
@@ -110,6 +110,7 @@ def _zoo(name: str, f_in: int, heads: int, channels: int):
         "EdgeConv": (lambda m: m.EdgeConv(torch.nn.Sequential(torch.nn.Linear(2 * f_in, hc), torch.nn.ReLU(),
                                                               torch.nn.Linear(hc, hc))), False),
         "GMMConv": (lambda m: m.GMMConv(f_in, hc, dim=EDGE_DIM, kernel_size=4), True),
+        "FiLMConv": (lambda m: m.FiLMConv(f_in, hc), False),
     }
     make, edges = makers[name]
     torch.manual_seed(0)
@@ -119,7 +120,8 @@ def _zoo(name: str, f_in: int, heads: int, channels: int):
     return GraphFirst(ours), theirs, edges
 
 
-ZOO = ("GATv2Conv", "TransformerConv", "GINEConv", "ResGatedGraphConv", "AGNNConv", "EdgeConv", "GMMConv")
+ZOO = ("GATv2Conv", "TransformerConv", "GINEConv", "ResGatedGraphConv", "AGNNConv", "EdgeConv", "GMMConv",
+       "FiLMConv")
 LAYERS = ("gatv2", "transformer") + ZOO
 
 

@@ -44,6 +44,7 @@ def _layers():
         "EdgeConv": lambda f: snn.EdgeConv(torch.nn.Sequential(torch.nn.Linear(2 * (f if isinstance(f, int) else f[0]), 8),
                                                                torch.nn.ReLU(), torch.nn.Linear(8, F_OUT))),
         "GMMConv": lambda f: _WithEdgeFeatures(snn.GMMConv(f, F_OUT, dim=2, kernel_size=3), 2),
+        "FiLMConv": lambda f: snn.FiLMConv(f, F_OUT),
         "APPNP": lambda f: snn.APPNP(K=2, alpha=0.1),
         "RGCNConv": lambda f: snn.RGCNConv(f, F_OUT, R),
         "HGTConv": lambda f: snn.HGTConv(f, F_OUT, T, R, heads=1),

@@ -21,6 +21,7 @@ from ..loader import layerwise_inference
 from .agnn_conv import AGNNConv
 from .appnp import APPNP
 from .edge_conv import EdgeConv
+from .film_conv import FiLMConv
 from .gat_conv import GATConv
 from .gatv2_conv import GATv2Conv
 from .gcn_conv import GCNConv
@@ -38,7 +39,7 @@ from .hgt_dict import HGTDictConv  # PyG's metadata form of HGTConv, which HGTCo
 from .hetero_conv import HeteroConv
 
 LAYERS = (GCNConv, GATConv, GATv2Conv, TransformerConv, SAGEConv, GINConv, GINEConv, GraphConv, ResGatedGraphConv,
-          AGNNConv, EdgeConv, GMMConv, APPNP, RGCNConv, HGTConv, HeteroConv)
+          AGNNConv, EdgeConv, GMMConv, FiLMConv, APPNP, RGCNConv, HGTConv, HeteroConv)
 
 SCRIPT_MESSAGE = ("torch.jit.script cannot compile seastar.nn layers (their graph work is Python that traces "
                   "vertex programs); use torch.compile, or torch.export for a deployable program")
@@ -52,7 +53,7 @@ for _layer in LAYERS:  # torch.jit.script calls this on every submodule before c
     _layer.__prepare_scriptable__ = _refuse_script
 
 __all__ = ["GCNConv", "GATConv", "GATv2Conv", "TransformerConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv",
-           "ResGatedGraphConv", "AGNNConv", "EdgeConv", "GMMConv", "APPNP", "edge_softmax", "set_backend", "RGCNConv", "HGTConv", "HeteroConv", "inference", "WithGraph"]
+           "ResGatedGraphConv", "AGNNConv", "EdgeConv", "GMMConv", "FiLMConv", "APPNP", "edge_softmax", "set_backend", "RGCNConv", "HGTConv", "HeteroConv", "inference", "WithGraph"]
 
 
 class WithGraph(torch.nn.Module):
