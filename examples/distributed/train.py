@@ -410,9 +410,10 @@ def run_minibatch(args, rank, world):
     state = progress.resume(model, opt, "minibatch", world)  # before DDP: it starts from these parameters
     # DDP re-buckets the gradients after its first step, in the order backward produced them;
     # the bucket layout decides the order of gloo's sums. A resumed run's first step would sum
-    # in another order than the undisturbed run at that step, so it keeps the first layout
-    # (find_unused_parameters turns the re-bucketing off; its graph walk costs little here)
-    ddp = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+    # in another order than the undisturbed run at that step: every run re-buckets at its first
+    # step instead, in the parameters' order (what torch's own Join does for a rank that joined)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    ddp.reducer._push_all_rebuilt_params()
     if partitioned:
         part_dir = ensure_partition(args, rank, world)
         feats = PartitionedFeatures.from_partition(part_dir)

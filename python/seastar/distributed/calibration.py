@@ -211,7 +211,9 @@ def _loop_model(width: int, together: bool, group=None) -> torch.nn.Module:
     convs = _TwoLayers(width)
     if not together:
         return convs
-    return torch.nn.parallel.DistributedDataParallel(convs, process_group=group, find_unused_parameters=True)
+    ddp = torch.nn.parallel.DistributedDataParallel(convs, process_group=group)
+    ddp.reducer._push_all_rebuilt_params()  # the example's fixed bucket layout (examples/distributed/train.py)
+    return ddp
 
 
 def _loop_step(batch: int, together: bool = False, group=None, batches: int = 6, epochs: int = 6) -> float:
