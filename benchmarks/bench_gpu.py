@@ -40,6 +40,7 @@ test that keeps this script working. PyG missing: its rows say unavailable. Writ
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -471,10 +472,12 @@ def main() -> None:
     if not args.out:
         ap.error("the following arguments are required: --out")
     t_start = time.time()
-    import torch
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        sys.exit("bench_gpu.py: --device cuda, but torch sees no GPU")
+    device = args.device
+    if device is None or device.startswith("cuda"):  # the children do the work: on the CPU this one needs no torch
+        import torch
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            sys.exit("bench_gpu.py: --device cuda, but torch sees no GPU")
     graphs = (args.graphs or ("pl2k" if args.smoke else "pl1m,pl4m,cora")).split(",")
     widths = [int(w) for w in (args.widths or ("16" if args.smoke else "64,16,256")).split(",")]
     layers, impls = args.layers.split(","), args.impls.split(",")
@@ -489,7 +492,8 @@ def main() -> None:
     workdir = tempfile.mkdtemp(prefix="seastar-bench-gpu-")
     result = dict(command="python " + " ".join([os.path.relpath(__file__, ROOT)] + sys.argv[1:]), device=device,
                   device_name=torch.cuda.get_device_name() if device.startswith("cuda") else platform.processor() or "CPU",
-                  torch=torch.__version__, budget_s=args.budget, epochs=epochs, warmup=warmup, groups=[], skipped=[])
+                  torch=sys.modules["torch"].__version__ if "torch" in sys.modules else importlib.metadata.version("torch"),
+                  budget_s=args.budget, epochs=epochs, warmup=warmup, groups=[], skipped=[])
     info = {}
     groups = plan_groups(graphs, widths)
     # the first groups (F=64 on the large graphs) split the budget evenly among themselves, so

@@ -111,6 +111,8 @@ def ensure_deps(args) -> dict:
         importlib.invalidate_caches()
     if args.no_pyg:
         status["pyg"] = "unavailable: disabled with --no-pyg"
+    elif not any(i.startswith("pyg") for i in args.impls.split(",")):  # importing PyG takes seconds
+        status["pyg"] = "not run (not in --impls)"
     elif _importable("torch_geometric"):
         ok, out = _probe("import torch_geometric, torch_geometric.nn; print(torch_geometric.__version__)")
         status["pyg"] = out if ok else f"unavailable: import failed: {out}"
