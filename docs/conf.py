@@ -31,7 +31,7 @@ extensions = [
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
 exclude_patterns = ["_build", "_generated", "README.md", "requirements.txt"]
-myst_enable_extensions = ["colon_fence", "deflist"]
+myst_enable_extensions = ["colon_fence", "deflist", "dollarmath"]  # $...$ and $$...$$: the tutorial's formulas
 myst_heading_anchors = 3
 
 html_theme = "furo"

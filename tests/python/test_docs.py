@@ -1,5 +1,6 @@
 """The documentation site (docs/, scripts/docs.sh): it builds with no warning and nitpicky
-references, its API reference lists every public name of each public module's ``__all__``, every
+references, its API reference lists every public name of each public module's ``__all__`` and the C++
+reference every public name of the C++ headers, every
 Python code block of its pages runs as written (a page's blocks in order, in one fresh process,
 from an empty folder), and, where Chromium is installed, its index and tutorial render with the
 theme's stylesheet loaded. Skips without Sphinx (scripts/test.sh installs docs/requirements.txt)."""
@@ -35,6 +36,67 @@ def site(tmp_path_factory):
                        capture_output=True, text=True, timeout=600, env=_env(), cwd=ROOT)
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
     return out
+
+
+# the headers a C++ program includes (<seastar/seastar.h>), and the page that names what they declare
+CPP_HEADERS = ["api/program.h", "api/nn.h", "core/graph/graph.h", "core/frontend/builder.h", "core/util/errors.h"]
+CPP_NOT_NAMES = {"if", "for", "while", "switch", "return", "sizeof", "static_assert", "decltype", "TORCH_ARG",
+                 "TORCH_MODULE"}
+
+
+def cpp_public_names(text: str) -> set:
+    """Classes, structs, functions and members a C++ header declares outside private sections and
+    function bodies, with the options of TORCH_ARG and the modules of TORCH_MODULE (a line-based
+    reading of the project's own style, not a C++ parser)."""
+    text = re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", "", text, flags=re.S))
+    names, scopes, pending = set(), [], None  # scopes: (kind, access) per open brace
+    for line in (raw.strip() for raw in text.splitlines()):
+        if not line or line.startswith("#"):
+            continue
+        visible = all(kind != "body" and access == "public" for kind, access in scopes)
+        declared = re.match(r"(?:template\s*<[^>]*>\s*)?(class|struct)\s+(\w+)\b([^;]*)$", line)
+        if declared and visible:
+            names.add(declared.group(2))
+            pending = declared.group(1)
+        access = re.match(r"(public|private|protected)\s*:(?!:)", line)
+        if access and scopes and scopes[-1][0] == "class":
+            scopes[-1] = ("class", "public" if access.group(1) == "public" else "private")
+        if visible and not declared:
+            names.update(re.findall(r"TORCH_ARG\([^,]+,\s*(\w+)\)", line))
+            names.update(re.findall(r"TORCH_MODULE\((\w+)\)", line))
+            fn = re.match(r"(?:(?:explicit|static|inline|virtual|constexpr|friend)\s+)*(?:[\w:<>,*&]+\s+)*?[*&]?(~?\w+)\s*\(",
+                          line)
+            if fn and fn.group(1) not in CPP_NOT_NAMES and "operator" not in line.split("(")[0] \
+                    and not line.startswith(("return", "using", "namespace")) and not re.match(r"\w+\s*=", line):
+                names.add(fn.group(1))
+        for ch in line:
+            if ch == "{":
+                if pending:
+                    scopes.append(("class", "private" if pending == "class" else "public"))
+                    pending = None
+                else:
+                    outer = line.startswith("namespace") and all(kind == "namespace" for kind, _ in scopes)
+                    scopes.append(("namespace" if outer else "body", "public"))
+            elif ch == "}" and scopes:
+                scopes.pop()
+        if pending and line.endswith(";") and "{" not in line:
+            pending = None  # a forward declaration
+    return names
+
+
+def test_the_cpp_reference_names_every_public_name_of_the_headers():
+    page = (DOCS / "cpp_reference.md").read_text()
+    spans = " ".join(re.findall(r"`([^`]+)`", page))
+    missing = {h: sorted(n for n in cpp_public_names((ROOT / h).read_text()) if not re.search(rf"\b{n}\b", spans))
+               for h in CPP_HEADERS}
+    assert not any(missing.values()), f"docs/cpp_reference.md does not name: {missing}"
+
+
+def test_the_cpp_reference_check_finds_a_new_name():
+    header = "namespace seastar {\nclass Shown {\n public:\n  int listed() const;\n private:\n  int hidden_;\n" \
+             "  void secret();\n};\nVar new_op(const Var& x);\n}  // namespace seastar\n"
+    assert cpp_public_names(header) == {"Shown", "listed", "new_op"}
+    assert "Program" in cpp_public_names((ROOT / "api/program.h").read_text())
 
 
 def test_site_builds_with_no_warning(site):
@@ -102,10 +164,11 @@ def _chromium():
 
 
 @pytest.mark.skipif(_chromium() is None, reason="Chromium is not installed (Debian: apt-get install chromium)")
-@pytest.mark.parametrize("page", ["index", "tutorial/write_a_layer"])
+@pytest.mark.parametrize("page", ["index", "tutorial/write_a_layer", "benchmarks"])
 def test_pages_render_in_a_browser(site, page, tmp_path):
     """A headless Chromium screenshot of the page is not blank, and the page's own rendering
-    shows furo's stylesheet applied (the sidebar is laid out beside the content)."""
+    shows furo's stylesheet applied (the sidebar is laid out beside the content); the benchmarks
+    page shows its figures."""
     shot = tmp_path / "page.png"
     r = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                         f"--screenshot={shot}", "--window-size=1280,900", (site / f"{page}.html").as_uri()],
@@ -119,3 +182,6 @@ def test_pages_render_in_a_browser(site, page, tmp_path):
                           (site / f"{page}.html").as_uri()], capture_output=True, text=True, timeout=120).stdout
     css = re.findall(r'href="([^"]*furo[^"]*\.css)', dom)
     assert css and all((site / page).parent.joinpath(c).resolve().is_file() for c in css), css
+    if page == "benchmarks":  # the figures drawn from the committed results are on the page, and not empty
+        figures = re.findall(r'<img[^>]*src="([^"]+\.png)"', dom)
+        assert figures and all((site / page).parent.joinpath(f).resolve().stat().st_size > 0 for f in figures), figures
