@@ -28,6 +28,25 @@ ACTIVATIONS = {torch.nn.ReLU: ("relu", None), torch.nn.Sigmoid: ("sigmoid", None
                torch.nn.Identity: ("identity", None)}
 
 
+def activation_step(act) -> Optional[Tuple[str, Optional[float]]]:
+    """An activation module as ``(name, constant)`` when a program computes it (None, no
+    activation, is ``("identity", None)``); else None."""
+    if act is None:
+        return ("identity", None)
+    if type(act) not in ACTIVATIONS:
+        return None
+    name, attr = ACTIVATIONS[type(act)]
+    return (name, None if attr is None else float(getattr(act, attr)))
+
+
+def apply_activation(step: Tuple[str, Optional[float]], h):
+    """``h`` through an ``activation_step``, traced in a program."""
+    name, c = step
+    if name == "identity":
+        return h
+    return getattr(ss, name)(h) if c is None else getattr(ss, name)(h, c)
+
+
 def _layers(nn: Callable) -> list:
     return list(nn) if isinstance(nn, torch.nn.Sequential) else [nn]
 
@@ -42,9 +61,8 @@ def program_steps(nn: Callable) -> Optional[Tuple]:
     for m in layers[1:]:
         if type(m) is torch.nn.Linear:
             steps.append(("linear", m.bias is not None))
-        elif type(m) in ACTIVATIONS:
-            name, attr = ACTIVATIONS[type(m)]
-            steps.append((name, None if attr is None else float(getattr(m, attr))))
+        elif activation_step(m) is not None:
+            steps.append(activation_step(m))
         else:
             return None
     return tuple(steps)
@@ -66,12 +84,8 @@ def edge_mlp_program(steps: Tuple, aggr: str) -> VertexProgram:
                     if c:
                         h = h + w[i + 1]
                     i += 1 + c
-                elif kind == "leaky_relu":
-                    h = ss.leaky_relu(h, c)
-                elif kind == "elu":
-                    h = ss.elu(h, c)
-                elif kind != "identity":
-                    h = getattr(ss, kind)(h)
+                else:
+                    h = apply_activation((kind, c), h)
             return h
         return AGGRS[aggr](mlp(v.a + e.src.b) for e in v.in_edges())
 

@@ -15,24 +15,7 @@ from ._layer import HomogeneousLayer
 from ._linear import Linear
 from ._precision import float32_inside
 from ._utils import reset_module
-from .edge_conv import ACTIVATIONS, AGGRS, edge_aggregation
-
-
-def activation_step(act: Optional[Callable]) -> Optional[Tuple[str, Optional[float]]]:
-    """``act`` as ``(name, constant)`` when a program computes it (None: no activation); else None."""
-    if act is None:
-        return ("identity", None)
-    if type(act) in ACTIVATIONS:
-        name, attr = ACTIVATIONS[type(act)]
-        return (name, None if attr is None else float(getattr(act, attr)))
-    return None
-
-
-def _apply(step: Tuple[str, Optional[float]], h):
-    name, c = step
-    if name == "identity":
-        return h
-    return getattr(ss, name)(h) if c is None else getattr(ss, name)(h, c)
+from .edge_conv import AGGRS, activation_step, apply_activation, edge_aggregation
 
 
 @program_factory
@@ -45,11 +28,11 @@ def film_program(aggr: str, act: Tuple[str, Optional[float]], typed: bool) -> Ve
         def film(v):
             def pick(t, e):
                 return (t * e.onehot).sum(-1)
-            return ss.sum(_apply(act, pick(v.gamma, e) * pick(e.src.h, e) + pick(v.beta, e)) * e.w
+            return ss.sum(apply_activation(act, pick(v.gamma, e) * pick(e.src.h, e) + pick(v.beta, e)) * e.w
                           for e in v.in_edges())
     else:
         def film(v):
-            return AGGRS[aggr](_apply(act, v.gamma * e.src.h + v.beta) for e in v.in_edges())
+            return AGGRS[aggr](apply_activation(act, v.gamma * e.src.h + v.beta) for e in v.in_edges())
     return vertex_program(film, name=f"film_{'typed_' if typed else ''}{aggr}_{act[0]}")
 
 
