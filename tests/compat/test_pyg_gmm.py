@@ -27,7 +27,7 @@ def pseudo(num_edges, seed=4):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("separate", [False, True], ids=["shared", "separate"])
-@pytest.mark.parametrize("aggr", ["mean", "add", "max"])
+@pytest.mark.parametrize("aggr", ["mean", "add", "max", "min"])
 def test_edge_index(aggr, separate, backend):
     ours, theirs = layers(backend=backend, aggr=aggr, separate_gaussians=separate)
     ei = hazard_edges()

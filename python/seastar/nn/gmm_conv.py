@@ -13,8 +13,8 @@ from ._layer import HomogeneousLayer
 from ._linear import Linear, is_uninitialized
 from ._precision import float32_inside
 from ._utils import glorot, zeros
+from .edge_conv import AGGRS
 
-AGGRS = {"add": ss.sum, "sum": ss.sum, "mean": ss.mean, "max": ss.max}
 EPS = 1e-15  # PyG's: a Gaussian of zero width stays finite
 
 
@@ -43,7 +43,7 @@ class GMMConv(HomogeneousLayer):
     ``w_k(u) = exp(-1/2 sum_d (u_d - mu_kd)^2 / (eps + sigma_kd^2))``: ``kernel_size`` Gaussians
     over the ``dim``-dimensional edge pseudo-coordinates ``edge_attr``. With
     ``separate_gaussians=True`` every pair of input and output channels has its own Gaussians
-    (PyG's option). ``aggr``: ``"mean"`` (default), ``"add"`` or ``"max"`` (an empty
+    (PyG's option). ``aggr``: ``"mean"`` (default), ``"add"``, ``"max"`` or ``"min"`` (an empty
     neighbourhood gives 0). ``root_weight``, ``bias`` and the parameter names (``g``, ``mu``,
     ``sigma``, ``root.weight``) are PyG's, so a PyG state dict loads. The Gaussians and the sum
     over them are the plain program ``gmm_program``; the projection by ``g`` and the root term
